@@ -1,0 +1,122 @@
+//! Compiles the `conv-kernels` crate to PTX for `nvptx64-nvidia-cuda` and leaves it in
+//! `$OUT_DIR/conv_kernels.ptx` for `include_str!`.
+//!
+//! The nested cargo gets its own target directory (sharing ours would deadlock on the build lock),
+//! `RUSTC_BOOTSTRAP=1` for the kernel crate's unstable features (this build only), and
+//! `-Zbuild-std=core` because rustup ships no prebuilt `core` for the NVPTX target.
+//!
+//! GPU architecture: `sm_70` with PTX ISA 7.0. The driver JIT-compiles this PTX for the GPU it
+//! runs on, so one build serves every NVIDIA GPU from Volta (sm_70) on, Hopper included.
+
+use std::env;
+use std::path::PathBuf;
+use std::process::{Command, exit};
+
+const TARGET: &str = "nvptx64-nvidia-cuda";
+const TARGET_CPU: &str = "sm_70";
+const PTX_ISA: &str = "+ptx70";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let kernel_dir = manifest_dir.join("../conv-kernels");
+    println!(
+        "cargo::rerun-if-changed={}",
+        kernel_dir.join("src").display()
+    );
+    println!(
+        "cargo::rerun-if-changed={}",
+        kernel_dir.join("Cargo.toml").display()
+    );
+
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    check_components(&rustc);
+
+    let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+    let target_dir = out_dir.join("kernels");
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let flags = [
+        format!("-Ctarget-cpu={TARGET_CPU}"),
+        format!("-Ctarget-feature={PTX_ISA}"),
+    ];
+
+    let mut command = Command::new(cargo);
+    command
+        .current_dir(&kernel_dir)
+        .args([
+            "build",
+            "--release",
+            "--locked",
+            "-Zbuild-std=core",
+            "--target",
+            TARGET,
+        ])
+        .arg("--target-dir")
+        .arg(&target_dir)
+        .env("RUSTC", &rustc)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\u{1f}"));
+    // Nothing of the host build (clippy's wrapper, host RUSTFLAGS, a target override) may leak in.
+    for var in [
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        command.env_remove(var);
+    }
+    let output = command
+        .output()
+        .unwrap_or_else(|e| fail(&format!("could not run cargo: {e}")));
+    if !output.status.success() {
+        eprintln!("{}", String::from_utf8_lossy(&output.stderr));
+        fail("the kernel crate conv-kernels did not compile to PTX (its cargo output is above)");
+    }
+
+    let ptx = target_dir
+        .join(TARGET)
+        .join("release")
+        .join("conv_kernels.ptx");
+    let dest = out_dir.join("conv_kernels.ptx");
+    std::fs::copy(&ptx, &dest)
+        .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())));
+}
+
+/// Fails with one line naming the exact `rustup component add` command for a missing component.
+fn check_components(rustc: &str) {
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+        .unwrap_or_else(|| fail(&format!("`{rustc} --print sysroot` failed")));
+    let host = env::var("HOST").expect("set by cargo");
+    let tools = sysroot.join("lib/rustlib").join(&host).join("bin");
+    // llvm-bitcode-linker drives llvm-link, opt and llc from llvm-tools (matching rustc's LLVM).
+    let required = [
+        (
+            "rust-src",
+            sysroot.join("lib/rustlib/src/rust/library/core/Cargo.toml"),
+        ),
+        (
+            "llvm-bitcode-linker",
+            tools.join("self-contained/llvm-bitcode-linker"),
+        ),
+        ("llvm-tools", tools.join("llvm-link")),
+    ];
+    for (component, marker) in required {
+        if !marker.exists() {
+            fail(&format!(
+                "missing Rust component `{component}`, needed to build the GPU kernels: run `rustup component add {component}`"
+            ));
+        }
+    }
+}
+
+fn fail(message: &str) -> ! {
+    println!("cargo::error={message}");
+    exit(1)
+}

@@ -1,0 +1,324 @@
+//! 1D correlation and convolution: planning, launching, and the `ndarray` API.
+
+pub(crate) mod reference;
+
+use crate::abi::{Conv1dParams, MASK_CAPACITY};
+use crate::engine::{DeviceInfo, Engine};
+use crate::error::{ConvError, Result};
+use crate::layout::{check_output, fill_output, row_major};
+use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
+
+// SAFETY: `Conv1dParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
+// the kernels declare their by-value parameter (it is the same source file).
+unsafe impl DeviceRepr for Conv1dParams {}
+
+/// Threads per block when [`Conv1dOptions::tile`] is `None`.
+pub const DEFAULT_TILE_1D: u32 = 256;
+
+/// Options of a 1D correlation or convolution. `Default` gives SciPy's defaults except the
+/// mode, which is the textbook's zero ghost cells (`Constant(0.0)`).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Conv1dOptions {
+    /// How the input continues past its ends.
+    pub mode: BoundaryMode,
+    /// Shifts the mask as SciPy's `origin` does: output `i` is anchored at mask element
+    /// `len / 2 + origin`. Valid range `[-(len / 2), (len - 1) / 2]` for correlation.
+    pub origin: isize,
+    /// Kernel design; `Auto` picks one.
+    pub kernel: Kernel,
+    /// Threads per block (the output tile width); `None` for the default.
+    pub tile: Option<u32>,
+    /// Clamp every output to a range.
+    pub clamp: Option<Clamp>,
+}
+
+/// What a call will launch on this device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchPlan {
+    /// The design that runs (never `Auto`).
+    pub kernel: Kernel,
+    /// The PTX entry point.
+    pub entry_point: &'static str,
+    /// Threads per block.
+    pub tile: u32,
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_memory_bytes: u32,
+    /// Whether the mask is read from constant memory (else from global memory).
+    pub mask_in_constant_memory: bool,
+}
+
+/// Mask taps in correlation order and the number of taps left of the output position.
+pub(crate) struct Taps {
+    pub(crate) values: Vec<f32>,
+    pub(crate) left: usize,
+}
+
+/// Validates the origin (SciPy's rule) and orients the mask. Convolution flips it and, as
+/// `scipy.ndimage.convolve1d` does, negates the origin and moves even-length masks by one.
+pub(crate) fn orient(mask: &[f32], origin: isize, flip: bool) -> Result<Taps> {
+    let len = mask.len();
+    if len == 0 {
+        return Err(ConvError::EmptyMask);
+    }
+    let half = (len / 2) as isize;
+    let upper = (len as isize - 1) / 2;
+    let even = isize::from(len.is_multiple_of(2));
+    let (min, max) = if flip {
+        (-upper - even, half - even)
+    } else {
+        (-half, upper)
+    };
+    if origin < min || origin > max {
+        return Err(ConvError::InvalidOrigin {
+            origin,
+            mask_len: len,
+            min,
+            max,
+        });
+    }
+    let (values, correlation_origin) = if flip {
+        (mask.iter().rev().copied().collect(), -origin - even)
+    } else {
+        (mask.to_vec(), origin)
+    };
+    Ok(Taps {
+        values,
+        left: (half + correlation_origin) as usize,
+    })
+}
+
+/// Chooses the entry point and checks the tile against the device.
+fn plan(
+    device: &DeviceInfo,
+    mask_len: usize,
+    kernel: Kernel,
+    tile: Option<u32>,
+) -> Result<LaunchPlan> {
+    let fits = mask_len <= MASK_CAPACITY;
+    let kernel = match kernel {
+        Kernel::Auto => Kernel::ConstantMask,
+        chosen => chosen,
+    };
+    let entry_point = match (kernel, fits) {
+        (Kernel::Basic | Kernel::Auto, _) | (Kernel::ConstantMask, false) => "conv1d_basic",
+        (Kernel::ConstantMask, true) => "conv1d_constant",
+        (Kernel::Tiled, true) => "conv1d_tiled",
+        (Kernel::Tiled, false) => "conv1d_tiled_global_mask",
+        (Kernel::TiledL2, true) => "conv1d_tiled_l2",
+        (Kernel::TiledL2, false) => "conv1d_tiled_l2_global_mask",
+    };
+    let tile = tile.unwrap_or(DEFAULT_TILE_1D);
+    let invalid = |reason: String| ConvError::InvalidLaunch {
+        kernel: entry_point,
+        reason,
+    };
+    if tile == 0 {
+        return Err(invalid("the tile width must be at least 1 thread".into()));
+    }
+    if tile > device.max_threads_per_block {
+        return Err(invalid(format!(
+            "tile width {tile} exceeds the device's {} threads per block",
+            device.max_threads_per_block
+        )));
+    }
+    let shared_floats = match kernel {
+        Kernel::Tiled => u64::from(tile) + mask_len as u64 - 1,
+        Kernel::TiledL2 => u64::from(tile),
+        _ => 0,
+    };
+    let shared_bytes = shared_floats * 4;
+    if shared_bytes > u64::from(device.max_shared_memory_per_block) {
+        return Err(invalid(format!(
+            "tile width {tile} with a {mask_len}-tap mask needs {shared_bytes} bytes of shared memory, \
+             over the device's {} per block; use a smaller tile or Kernel::TiledL2",
+            device.max_shared_memory_per_block
+        )));
+    }
+    Ok(LaunchPlan {
+        kernel,
+        entry_point,
+        tile,
+        shared_memory_bytes: shared_bytes as u32,
+        mask_in_constant_memory: entry_point != "conv1d_basic" && fits,
+    })
+}
+
+impl Engine {
+    /// The kernel, tile and shared memory a 1D call with this mask length and these options
+    /// would use, or the error it would return.
+    pub fn plan1d(&self, mask_len: usize, options: &Conv1dOptions) -> Result<LaunchPlan> {
+        plan(self.device(), mask_len, options.kernel, options.tile)
+    }
+
+    /// 1D correlation on the GPU: `out[i] = sum_j mask[j] * in[i + j - mask.len() / 2 - origin]`,
+    /// ghost cells by `options.mode`. Accepts any 1D array or view (strided, reversed).
+    ///
+    /// # Errors
+    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`],
+    /// [`ConvError::InvalidLaunch`] for a tile the device cannot run, [`ConvError::OutOfMemory`],
+    /// [`ConvError::Driver`]. An empty input gives an empty output.
+    pub fn correlate1d<S, T>(
+        &self,
+        input: &ArrayBase<S, Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+    ) -> Result<Array1<f32>>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+    {
+        let mut output = Array1::zeros(input.len());
+        self.filter1d(input, mask, options, false, output.view_mut())?;
+        Ok(output)
+    }
+
+    /// [`Engine::correlate1d`] into a caller's array view of the input's length.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate1d`], plus [`ConvError::ShapeMismatch`] and
+    /// [`ConvError::OverlappingOutput`].
+    pub fn correlate1d_into<S, T>(
+        &self,
+        input: &ArrayBase<S, Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+        output: ArrayViewMut1<'_, f32>,
+    ) -> Result<()>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+    {
+        self.filter1d(input, mask, options, false, output)
+    }
+
+    /// 1D convolution on the GPU: correlation with the flipped mask, as
+    /// `scipy.ndimage.convolve1d` (including its origin rule for even-length masks).
+    ///
+    /// # Errors
+    /// As [`Engine::correlate1d`].
+    pub fn convolve1d<S, T>(
+        &self,
+        input: &ArrayBase<S, Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+    ) -> Result<Array1<f32>>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+    {
+        let mut output = Array1::zeros(input.len());
+        self.filter1d(input, mask, options, true, output.view_mut())?;
+        Ok(output)
+    }
+
+    /// [`Engine::convolve1d`] into a caller's array view of the input's length.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate1d_into`].
+    pub fn convolve1d_into<S, T>(
+        &self,
+        input: &ArrayBase<S, Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+        output: ArrayViewMut1<'_, f32>,
+    ) -> Result<()>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+    {
+        self.filter1d(input, mask, options, true, output)
+    }
+
+    fn filter1d<S, T>(
+        &self,
+        input: &ArrayBase<S, Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+        flip: bool,
+        output: ArrayViewMut1<'_, f32>,
+    ) -> Result<()>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+    {
+        check_output(input, &output)?;
+        let taps = orient(&row_major(mask), options.origin, flip)?;
+        let plan = self.plan1d(taps.values.len(), options)?;
+        let clamp = clamp_bounds(options.clamp)?;
+        if input.is_empty() {
+            return Ok(());
+        }
+        let data = row_major(input);
+        fill_output(output, |out| {
+            self.launch1d(&data, &taps, options.mode, clamp, &plan, out)
+        })
+    }
+
+    /// Uploads, launches `plan` over as many grids as the length needs, downloads into `out`.
+    fn launch1d(
+        &self,
+        input: &[f32],
+        taps: &Taps,
+        mode: BoundaryMode,
+        (clamp_lo, clamp_hi): (f32, f32),
+        plan: &LaunchPlan,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let len = input.len();
+        if len > i64::MAX as usize / 2 {
+            return Err(ConvError::TooLarge { len });
+        }
+        let session = self.session();
+        let mask_bytes = if plan.mask_in_constant_memory {
+            0
+        } else {
+            taps.values.len() * 4
+        };
+        session.reserve(2 * len * 4 + mask_bytes)?;
+        let device_input = session.upload(input)?;
+        let mut device_output = session.alloc_poisoned(len)?;
+        let device_mask = if plan.mask_in_constant_memory {
+            session.set_constant_mask(&taps.values)?;
+            None
+        } else {
+            Some(session.upload(&taps.values)?)
+        };
+        let (mode, cval) = mode.code_and_cval();
+        let blocks = len.div_ceil(plan.tile as usize) as u64;
+        let max_grid = u64::from(session.device().max_grid_dim_x.max(1));
+        let mut block_offset = 0;
+        while block_offset < blocks {
+            let count = (blocks - block_offset).min(max_grid);
+            let params = Conv1dParams {
+                len: len as u64,
+                mask_len: taps.values.len() as u64,
+                left: taps.left as u64,
+                block_offset,
+                mode,
+                cval,
+                clamp_lo,
+                clamp_hi,
+            };
+            let config = LaunchConfig {
+                grid_dim: (count as u32, 1, 1),
+                block_dim: (plan.tile, 1, 1),
+                shared_mem_bytes: plan.shared_memory_bytes,
+            };
+            // Contract of every conv1d kernel: input and output hold `len` elements (uploaded
+            // and allocated above), the mask holds `mask_len` taps (in MASK or `device_mask`),
+            // shared memory as `plan` computed for this kernel, and `left < mask_len`.
+            session.launch(plan.entry_point, config, |args| {
+                args.arg(&device_input);
+                if let Some(mask) = &device_mask {
+                    args.arg(mask);
+                }
+                args.arg(&mut device_output);
+                args.arg(&params);
+            })?;
+            block_offset += count;
+        }
+        session.download(&device_output, out)
+    }
+}

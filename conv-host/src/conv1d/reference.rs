@@ -1,0 +1,109 @@
+//! The f64 CPU reference of 1D correlation and convolution.
+//!
+//! It shares only option validation with the GPU path; the boundary extension is computed
+//! independently (folding step by step rather than by the kernels' modular arithmetic), so the
+//! two check each other.
+
+use super::{Conv1dOptions, orient};
+use crate::error::Result;
+use crate::layout::row_major;
+use crate::options::{BoundaryMode, clamp_bounds};
+use ndarray::{Array1, ArrayBase, Data, Ix1};
+
+/// Element `index` of `line` extended by `mode`; `index` may lie anywhere.
+pub(crate) fn extended(line: &[f64], index: i64, mode: BoundaryMode) -> f64 {
+    let len = line.len() as i64;
+    let mut k = index;
+    match mode {
+        BoundaryMode::Constant(cval) if !(0..len).contains(&k) => return f64::from(cval),
+        BoundaryMode::Constant(_) => {}
+        BoundaryMode::Nearest => k = k.clamp(0, len - 1),
+        BoundaryMode::Wrap => {
+            while k < 0 {
+                k += len;
+            }
+            while k >= len {
+                k -= len;
+            }
+        }
+        BoundaryMode::Reflect => {
+            while !(0..len).contains(&k) {
+                k = if k < 0 { -k - 1 } else { 2 * len - 1 - k };
+            }
+        }
+        BoundaryMode::Mirror if len == 1 => k = 0,
+        BoundaryMode::Mirror => {
+            while !(0..len).contains(&k) {
+                k = if k < 0 { -k } else { 2 * len - 2 - k };
+            }
+        }
+    }
+    line[k as usize]
+}
+
+fn filter1d<S, T>(
+    input: &ArrayBase<S, Ix1>,
+    mask: &ArrayBase<T, Ix1>,
+    options: &Conv1dOptions,
+    flip: bool,
+) -> Result<Array1<f64>>
+where
+    S: Data<Elem = f32>,
+    T: Data<Elem = f32>,
+{
+    let taps = orient(&row_major(mask), options.origin, flip)?;
+    let (lo, hi) = clamp_bounds(options.clamp)?;
+    let line: Vec<f64> = input.iter().map(|&v| f64::from(v)).collect();
+    let weights: Vec<f64> = taps.values.iter().map(|&v| f64::from(v)).collect();
+    let out = (0..line.len() as i64).map(|i| {
+        let first = i - taps.left as i64;
+        let sum: f64 = weights
+            .iter()
+            .enumerate()
+            .map(|(j, w)| w * extended(&line, first + j as i64, options.mode))
+            .sum();
+        // Written as comparisons so NaN passes through, as on the GPU.
+        if sum < f64::from(lo) {
+            f64::from(lo)
+        } else if sum > f64::from(hi) {
+            f64::from(hi)
+        } else {
+            sum
+        }
+    });
+    Ok(out.collect())
+}
+
+/// CPU twin of [`crate::Engine::correlate1d`], accumulating in f64. `options.kernel` and
+/// `options.tile` are ignored.
+///
+/// # Errors
+/// The option errors of the GPU call ([`crate::ConvError::EmptyMask`],
+/// [`crate::ConvError::InvalidOrigin`], [`crate::ConvError::InvalidClamp`]).
+pub fn correlate1d<S, T>(
+    input: &ArrayBase<S, Ix1>,
+    mask: &ArrayBase<T, Ix1>,
+    options: &Conv1dOptions,
+) -> Result<Array1<f64>>
+where
+    S: Data<Elem = f32>,
+    T: Data<Elem = f32>,
+{
+    filter1d(input, mask, options, false)
+}
+
+/// CPU twin of [`crate::Engine::convolve1d`], accumulating in f64.
+///
+/// # Errors
+/// As [`correlate1d`].
+pub fn convolve1d<S, T>(
+    input: &ArrayBase<S, Ix1>,
+    mask: &ArrayBase<T, Ix1>,
+    options: &Conv1dOptions,
+) -> Result<Array1<f64>>
+where
+    S: Data<Elem = f32>,
+    T: Data<Elem = f32>,
+{
+    filter1d(input, mask, options, true)
+}

@@ -1,0 +1,322 @@
+//! The CUDA engine: context, module, stream and device limits, created once and shared.
+
+use crate::abi::MASK_CAPACITY;
+use crate::error::{ConvError, DriverContext, Result};
+use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DriverError,
+    LaunchArgs, LaunchConfig,
+};
+use cudarc::nvrtc::Ptx;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// The PTX of `conv-kernels`, compiled by this crate's build script.
+pub(crate) const KERNELS_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/conv_kernels.ptx"));
+
+/// Every kernel entry point the module exports.
+const KERNEL_NAMES: &[&str] = &[
+    "conv1d_basic",
+    "conv1d_constant",
+    "conv1d_tiled",
+    "conv1d_tiled_global_mask",
+    "conv1d_tiled_l2",
+    "conv1d_tiled_l2_global_mask",
+];
+
+/// What the library needs to know about the GPU it runs on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// Device ordinal.
+    pub ordinal: usize,
+    /// Marketing name, e.g. "NVIDIA H100 80GB HBM3".
+    pub name: String,
+    /// Compute capability (major, minor).
+    pub compute_capability: (i32, i32),
+    /// Most threads one block may have.
+    pub max_threads_per_block: u32,
+    /// Most shared memory one block may use, in bytes (the opt-in limit, above the 48 KiB default).
+    pub max_shared_memory_per_block: u32,
+    /// Most blocks along a grid's x axis.
+    pub max_grid_dim_x: u32,
+    /// Number of streaming multiprocessors.
+    pub multiprocessor_count: u32,
+    /// Peak SM clock in kHz.
+    pub clock_rate_khz: u32,
+    /// Device memory in bytes.
+    pub total_memory: usize,
+}
+
+/// A CUDA context on one device with the convolution kernels loaded, and one stream.
+///
+/// Create it once and reuse it: creation loads the driver, creates the context and JIT-compiles
+/// the PTX (tens of milliseconds). Every operation takes `&self`.
+///
+/// # Thread safety
+/// `Engine` is `Send + Sync`. Calls from several threads are safe and are serialised on the
+/// engine's stream: a call holds the engine from its first upload to its last download, so the
+/// constant-memory mask one call uploads is never rewritten while that call's kernel reads it.
+/// For parallel GPU work from several threads, create one engine per thread.
+pub struct Engine {
+    info: DeviceInfo,
+    functions: HashMap<&'static str, CudaFunction>,
+    module: Arc<CudaModule>,
+    stream: Arc<CudaStream>,
+    context: Arc<CudaContext>,
+    exclusive: Mutex<()>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("device", &self.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Engine {
+    /// An engine on device 0.
+    ///
+    /// # Errors
+    /// [`ConvError::NoDriver`] without an NVIDIA driver, [`ConvError::NoDevice`] without a GPU.
+    pub fn new() -> Result<Self> {
+        Self::with_device(0)
+    }
+
+    /// An engine on device `ordinal`.
+    ///
+    /// # Errors
+    /// As [`Engine::new`]; [`ConvError::Driver`] if the module does not load.
+    pub fn with_device(ordinal: usize) -> Result<Self> {
+        // SAFETY: only probes whether the driver library can be opened; cudarc panics on any
+        // driver call without one, so nothing else may be called before this check.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(ConvError::NoDriver);
+        }
+        let context = CudaContext::new(ordinal).map_err(|e| ConvError::NoDevice {
+            ordinal,
+            reason: e.to_string(),
+        })?;
+        let info = device_info(&context)?;
+        let stream = context
+            .new_stream()
+            .context(|| "creating a stream".into())?;
+        let module = context
+            .load_module(Ptx::from_src(KERNELS_PTX))
+            .context(|| "loading the kernels' PTX".into())?;
+        let mut functions = HashMap::new();
+        for &name in KERNEL_NAMES {
+            let function = module
+                .load_function(name)
+                .context(|| format!("loading kernel `{name}`"))?;
+            // Tiled kernels size their shared memory at launch; allow up to the device's opt-in
+            // limit instead of the default 48 KiB.
+            function
+                .set_attribute(
+                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    info.max_shared_memory_per_block as i32,
+                )
+                .context(|| format!("raising the shared-memory limit of `{name}`"))?;
+            functions.insert(name, function);
+        }
+        Ok(Self {
+            info,
+            functions,
+            module,
+            stream,
+            context,
+            exclusive: Mutex::new(()),
+        })
+    }
+
+    /// The device this engine runs on.
+    pub fn device(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    /// Exclusive use of the stream and the constant-memory mask for one operation.
+    pub(crate) fn session(&self) -> Session<'_> {
+        // A panic elsewhere while holding the lock leaves no state behind that needs repair.
+        let guard = self
+            .exclusive
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        Session {
+            engine: self,
+            _guard: guard,
+        }
+    }
+}
+
+fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
+    let attribute = |a: CUdevice_attribute| {
+        context
+            .attribute(a)
+            .map(|v| v.max(0) as u32)
+            .context(|| format!("reading device attribute {a:?}"))
+    };
+    use CUdevice_attribute::*;
+    Ok(DeviceInfo {
+        ordinal: context.ordinal(),
+        name: context
+            .name()
+            .context(|| "reading the device name".into())?,
+        compute_capability: context
+            .compute_capability()
+            .context(|| "reading the compute capability".into())?,
+        max_threads_per_block: attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK)?,
+        max_shared_memory_per_block: attribute(
+            CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+        )?,
+        max_grid_dim_x: attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+        multiprocessor_count: attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+        clock_rate_khz: attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+        total_memory: context
+            .total_mem()
+            .context(|| "reading the memory size".into())?,
+    })
+}
+
+/// One operation's hold on the engine: uploads, the constant mask, launches and downloads,
+/// all ordered on the engine's stream.
+pub(crate) struct Session<'e> {
+    engine: &'e Engine,
+    _guard: MutexGuard<'e, ()>,
+}
+
+impl Session<'_> {
+    pub(crate) fn device(&self) -> &DeviceInfo {
+        &self.engine.info
+    }
+
+    /// Fails with [`ConvError::OutOfMemory`] if `bytes` exceed the device's free memory.
+    pub(crate) fn reserve(&self, bytes: usize) -> Result<()> {
+        let (free, total) = self
+            .engine
+            .context
+            .mem_get_info()
+            .context(|| "querying free memory".into())?;
+        if bytes > free {
+            return Err(ConvError::OutOfMemory {
+                requested: bytes,
+                free,
+                total,
+            });
+        }
+        Ok(())
+    }
+
+    /// Copies `data` to a new device buffer.
+    pub(crate) fn upload(&self, data: &[f32]) -> Result<CudaSlice<f32>> {
+        self.engine
+            .stream
+            .clone_htod(data)
+            .map_err(|e| self.memory_error(e, data.len(), "upload"))
+    }
+
+    /// A device buffer of `len` elements, filled with NaN so that an element no kernel wrote
+    /// cannot pass for a result.
+    pub(crate) fn alloc_poisoned(&self, len: usize) -> Result<CudaSlice<f32>> {
+        let stream = &self.engine.stream;
+        // SAFETY: the memory is uninitialised until the memset below, which is ordered before
+        // any use on the same stream.
+        let mut buffer = unsafe { stream.alloc::<f32>(len) }
+            .map_err(|e| self.memory_error(e, len, "allocation"))?;
+        {
+            let (pointer, _record) = buffer.device_ptr_mut(stream);
+            // SAFETY: `pointer` addresses `len * 4` bytes of `buffer`, allocated on `stream`.
+            // Bytes of 0xFF make every f32 the NaN 0xFFFFFFFF.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    pointer,
+                    0xFF,
+                    len * size_of::<f32>(),
+                    stream.cu_stream(),
+                )
+            }
+            .context(|| "poisoning the output buffer".into())?;
+        }
+        Ok(buffer)
+    }
+
+    /// Writes `taps` into the constant-memory symbol `MASK` on the stream, so it lands after
+    /// every earlier kernel and before every later one.
+    pub(crate) fn set_constant_mask(&self, taps: &[f32]) -> Result<()> {
+        debug_assert!(taps.len() <= MASK_CAPACITY);
+        let mut symbol = self
+            .engine
+            .module
+            .get_global("MASK", &self.engine.stream)
+            .context(|| "finding the constant-memory symbol MASK".into())?;
+        // SAFETY: MASK is an f32 array of MASK_CAPACITY >= taps.len() elements.
+        let mut view = unsafe { symbol.transmute_mut::<f32>(taps.len()) }.ok_or_else(|| {
+            ConvError::Driver {
+                context: format!("MASK holds fewer than {} taps", taps.len()),
+                source: DriverError(CUresult::CUDA_ERROR_INVALID_VALUE),
+            }
+        })?;
+        self.engine
+            .stream
+            .memcpy_htod(taps, &mut view)
+            .context(|| "uploading the mask to constant memory".into())
+    }
+
+    /// Launches `kernel`; `push_args` adds its arguments in order. Waits for it to finish so a
+    /// fault is reported with the kernel's name and configuration.
+    pub(crate) fn launch<'a>(
+        &'a self,
+        kernel: &'static str,
+        config: LaunchConfig,
+        push_args: impl FnOnce(&mut LaunchArgs<'a>),
+    ) -> Result<()> {
+        let function =
+            self.engine
+                .functions
+                .get(kernel)
+                .ok_or_else(|| ConvError::InvalidLaunch {
+                    kernel,
+                    reason: "the loaded module has no such kernel".into(),
+                })?;
+        let describe = || {
+            format!(
+                "kernel `{kernel}` (grid {:?}, block {:?}, {} bytes shared memory)",
+                config.grid_dim, config.block_dim, config.shared_mem_bytes
+            )
+        };
+        let mut builder = self.engine.stream.launch_builder(function);
+        push_args(&mut builder);
+        // SAFETY: each operation module documents, beside its launch, how arguments and
+        // configuration satisfy the kernel's contract.
+        unsafe { builder.launch(config) }.context(describe)?;
+        self.engine.stream.synchronize().context(describe)
+    }
+
+    /// Copies a device buffer into `out` (same length) and waits for it.
+    pub(crate) fn download(&self, buffer: &CudaSlice<f32>, out: &mut [f32]) -> Result<()> {
+        self.engine
+            .stream
+            .memcpy_dtoh(buffer, out)
+            .context(|| "downloading the result".into())?;
+        self.engine
+            .stream
+            .synchronize()
+            .context(|| "downloading the result".into())
+    }
+
+    fn memory_error(&self, error: DriverError, len: usize, what: &str) -> ConvError {
+        let requested = len * size_of::<f32>();
+        if error.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            let (free, total) = self.engine.context.mem_get_info().unwrap_or((0, 0));
+            ConvError::OutOfMemory {
+                requested,
+                free,
+                total,
+            }
+        } else {
+            ConvError::Driver {
+                context: format!("device {what} of {requested} bytes"),
+                source: error,
+            }
+        }
+    }
+}

@@ -1,0 +1,109 @@
+//! The library's error type.
+
+use cudarc::driver::DriverError;
+
+/// Everything that can go wrong in this library. No function of the library panics on bad input;
+/// it returns one of these, and the [`crate::Engine`] stays usable afterwards.
+#[derive(Debug, thiserror::Error)]
+pub enum ConvError {
+    /// The CUDA driver library (`libcuda.so` / `nvcuda.dll`) is not installed.
+    #[error("no NVIDIA driver: the CUDA driver library (libcuda) was not found on this machine")]
+    NoDriver,
+    /// The driver is there, but there is no usable device with that ordinal.
+    #[error("no CUDA device {ordinal}: {reason}")]
+    NoDevice {
+        /// The device ordinal asked for.
+        ordinal: usize,
+        /// What the driver said.
+        reason: String,
+    },
+    /// A tile size or shared-memory need that the device cannot launch.
+    #[error("invalid launch configuration for kernel `{kernel}`: {reason}")]
+    InvalidLaunch {
+        /// The kernel that would have been launched.
+        kernel: &'static str,
+        /// Which limit was broken, with the numbers.
+        reason: String,
+    },
+    /// The driver reported an error; `context` names the operation or kernel (with its
+    /// configuration) that caused it.
+    #[error("CUDA driver error in {context}: {source}")]
+    Driver {
+        /// The operation, or the kernel and its launch configuration.
+        context: String,
+        /// The driver's error code.
+        #[source]
+        source: DriverError,
+    },
+    /// The device has too little free memory for the buffers of this call.
+    #[error(
+        "out of device memory: this call needs {requested} bytes, the device has {free} of {total} bytes free"
+    )]
+    OutOfMemory {
+        /// Bytes this call allocates on the device.
+        requested: usize,
+        /// Free device memory when the call started.
+        free: usize,
+        /// Total device memory.
+        total: usize,
+    },
+    /// The mask has no taps.
+    #[error("the mask is empty")]
+    EmptyMask,
+    /// The origin puts the mask's anchor outside the mask (SciPy's rule).
+    #[error(
+        "origin {origin} is invalid for a mask of length {mask_len}: it must lie in [{min}, {max}]"
+    )]
+    InvalidOrigin {
+        /// The origin given (after the flip for convolution).
+        origin: isize,
+        /// Length of the mask along that axis.
+        mask_len: usize,
+        /// Smallest valid origin, `-(mask_len / 2)`.
+        min: isize,
+        /// Largest valid origin, `(mask_len - 1) / 2`.
+        max: isize,
+    },
+    /// An `_into` output whose shape differs from the input's.
+    #[error("output shape {actual:?} differs from the input shape {expected:?}")]
+    ShapeMismatch {
+        /// The input's shape.
+        expected: Vec<usize>,
+        /// The output's shape.
+        actual: Vec<usize>,
+    },
+    /// An `_into` output that shares memory with the input.
+    #[error("the output overlaps the input in memory; write into a separate array")]
+    OverlappingOutput,
+    /// A clamp range with `lo > hi` or a NaN bound.
+    #[error("invalid clamp range [{lo}, {hi}]: need lo <= hi, neither NaN")]
+    InvalidClamp {
+        /// Lower bound.
+        lo: f32,
+        /// Upper bound.
+        hi: f32,
+    },
+    /// An input too long for this build's indexing (more elements than `i64::MAX`).
+    #[error("input of {len} elements is too large")]
+    TooLarge {
+        /// The number of elements.
+        len: usize,
+    },
+}
+
+/// Shorthand for this crate's results.
+pub type Result<T, E = ConvError> = std::result::Result<T, E>;
+
+/// Attaches a context to driver errors.
+pub(crate) trait DriverContext<T> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T>;
+}
+
+impl<T> DriverContext<T> for std::result::Result<T, DriverError> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T> {
+        self.map_err(|source| ConvError::Driver {
+            context: context(),
+            source,
+        })
+    }
+}

@@ -1,0 +1,76 @@
+//! Moving `ndarray` data of any layout to and from the flat buffers the kernels use.
+
+use crate::error::{ConvError, Result};
+use ndarray::{ArrayBase, ArrayViewMut, Data, Dimension, RawData};
+use std::borrow::Cow;
+
+/// The elements in logical (row-major) order: borrowed when the array is already laid out so,
+/// copied otherwise (strided, negative-stride, transposed views).
+pub(crate) fn row_major<S, D>(array: &ArrayBase<S, D>) -> Cow<'_, [f32]>
+where
+    S: Data<Elem = f32>,
+    D: Dimension,
+{
+    match array.as_slice() {
+        Some(slice) => Cow::Borrowed(slice),
+        None => Cow::Owned(array.iter().copied().collect()),
+    }
+}
+
+/// Byte range `[first, last]` an array's elements occupy, or `None` when it is empty.
+fn byte_span<S: RawData, D: Dimension>(array: &ArrayBase<S, D>) -> Option<(usize, usize)> {
+    if array.is_empty() {
+        return None;
+    }
+    let element = size_of::<S::Elem>() as isize;
+    let base = array.as_ptr() as isize;
+    let (mut low, mut high) = (base, base);
+    for (&len, &stride) in array.shape().iter().zip(array.strides()) {
+        let reach = (len as isize - 1) * stride * element;
+        if reach < 0 {
+            low += reach;
+        } else {
+            high += reach;
+        }
+    }
+    Some((low as usize, high as usize + element as usize - 1))
+}
+
+/// Checks that `output` can receive the result for `input`: same shape, no shared memory.
+pub(crate) fn check_output<S, D>(
+    input: &ArrayBase<S, D>,
+    output: &ArrayViewMut<'_, f32, D>,
+) -> Result<()>
+where
+    S: Data<Elem = f32>,
+    D: Dimension,
+{
+    if input.shape() != output.shape() {
+        return Err(ConvError::ShapeMismatch {
+            expected: input.shape().to_vec(),
+            actual: output.shape().to_vec(),
+        });
+    }
+    if let (Some((a0, a1)), Some((b0, b1))) = (byte_span(input), byte_span(output))
+        && a0 <= b1
+        && b0 <= a1
+    {
+        return Err(ConvError::OverlappingOutput);
+    }
+    Ok(())
+}
+
+/// Runs `fill` on a row-major buffer for `output` and stores the result there: directly when
+/// `output` is contiguous in row-major order, through a temporary otherwise.
+pub(crate) fn fill_output<D: Dimension>(
+    mut output: ArrayViewMut<'_, f32, D>,
+    fill: impl FnOnce(&mut [f32]) -> Result<()>,
+) -> Result<()> {
+    if let Some(slice) = output.as_slice_mut() {
+        return fill(slice);
+    }
+    let mut buffer = vec![0.0f32; output.len()];
+    fill(&mut buffer)?;
+    output.iter_mut().zip(buffer).for_each(|(o, v)| *o = v);
+    Ok(())
+}

@@ -1,0 +1,48 @@
+//! GPU convolution for [`ndarray`] arrays, with the GPU kernels written in Rust.
+//!
+//! The kernels live in the `conv-kernels` crate, which this crate's build script compiles to PTX
+//! with rustc's `nvptx64-nvidia-cuda` target; the [`Engine`] loads that PTX through the CUDA
+//! driver (found at run time, so nothing CUDA is needed to build) and launches it.
+//!
+//! Semantics follow SciPy's `scipy.ndimage`: [`Engine::correlate1d`] computes
+//! `out[i] = sum_j mask[j] * in[i + j - len(mask) / 2 - origin]`, [`Engine::convolve1d`] flips the
+//! mask first, and [`BoundaryMode`] names how the input continues past its ends. Every GPU
+//! operation has an f64 CPU twin in [`reference`].
+//!
+//! ```no_run
+//! use conv_host::{Conv1dOptions, Engine, BoundaryMode};
+//! use ndarray::array;
+//!
+//! let engine = Engine::new()?;
+//! let signal = array![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
+//! let mask = array![3.0f32, 4.0, 5.0, 4.0, 3.0];
+//! let out = engine.correlate1d(&signal, &mask, &Conv1dOptions::default())?;
+//! assert_eq!(out[1], 38.0);
+//! let reflected = Conv1dOptions { mode: BoundaryMode::Reflect, ..Default::default() };
+//! let _ = engine.convolve1d(&signal.slice(ndarray::s![..;-1]), &mask, &reflected)?;
+//! # Ok::<(), conv_host::ConvError>(())
+//! ```
+
+#[allow(dead_code)]
+#[path = "../../conv-kernels/src/abi.rs"]
+mod abi;
+mod conv1d;
+mod engine;
+mod error;
+mod layout;
+mod options;
+
+pub use abi::MASK_CAPACITY;
+pub use conv1d::{Conv1dOptions, LaunchPlan};
+pub use engine::{DeviceInfo, Engine};
+pub use error::{ConvError, Result};
+pub use options::{BoundaryMode, Clamp, Kernel};
+
+/// The embedded PTX of all kernels, e.g. to inspect it or assemble it with `ptxas`.
+pub const KERNELS_PTX: &str = engine::KERNELS_PTX;
+
+/// f64-accumulating CPU versions of every operation, with the same options and errors as the
+/// GPU path. The tests compare the GPU against these; they also serve machines without a GPU.
+pub mod reference {
+    pub use crate::conv1d::reference::{convolve1d, correlate1d};
+}

@@ -1,0 +1,151 @@
+//! Options shared by every operation: boundary modes, kernel choice, clamping.
+
+use crate::error::{ConvError, Result};
+use std::fmt;
+use std::str::FromStr;
+
+/// How the input is extended beyond its edges (SciPy `ndimage` names and semantics).
+///
+/// Diagrams show the input `a b c d` and what a mask sees to its left and right:
+///
+/// ```text
+/// Constant(k)  k k k | a b c d | k k k      (the seeds' zero ghost cells: k = 0)
+/// Nearest      a a a | a b c d | d d d
+/// Reflect      c b a | a b c d | d c b      (half-sample symmetric: the edge repeats)
+/// Mirror       d c b | a b c d | c b a      (whole-sample symmetric: the edge does not)
+/// Wrap         b c d | a b c d | a b c      (periodic)
+/// ```
+///
+/// Reflect, Mirror and Wrap keep folding for masks wider than the input, as SciPy does.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum BoundaryMode {
+    /// Every ghost cell holds this value.
+    Constant(f32),
+    /// Ghost cells repeat the nearest edge element.
+    Nearest,
+    /// Reflection about the edge of the last element.
+    Reflect,
+    /// Reflection about the centre of the last element.
+    Mirror,
+    /// The input repeats periodically.
+    Wrap,
+}
+
+impl Default for BoundaryMode {
+    /// `Constant(0.0)`: the zero ghost cells of the textbook.
+    fn default() -> Self {
+        BoundaryMode::Constant(0.0)
+    }
+}
+
+impl BoundaryMode {
+    /// The code the kernels take, and the ghost-cell value (used by `Constant` only).
+    pub(crate) fn code_and_cval(self) -> (u32, f32) {
+        use crate::abi::{MODE_CONSTANT, MODE_MIRROR, MODE_NEAREST, MODE_REFLECT, MODE_WRAP};
+        match self {
+            BoundaryMode::Constant(cval) => (MODE_CONSTANT, cval),
+            BoundaryMode::Nearest => (MODE_NEAREST, 0.0),
+            BoundaryMode::Reflect => (MODE_REFLECT, 0.0),
+            BoundaryMode::Mirror => (MODE_MIRROR, 0.0),
+            BoundaryMode::Wrap => (MODE_WRAP, 0.0),
+        }
+    }
+}
+
+/// Parses SciPy's mode names: `constant` (cval 0), `nearest`, `reflect`, `mirror`, `wrap`.
+impl FromStr for BoundaryMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "constant" | "grid-constant" => Ok(BoundaryMode::Constant(0.0)),
+            "nearest" => Ok(BoundaryMode::Nearest),
+            "reflect" | "grid-mirror" => Ok(BoundaryMode::Reflect),
+            "mirror" => Ok(BoundaryMode::Mirror),
+            "wrap" | "grid-wrap" => Ok(BoundaryMode::Wrap),
+            other => Err(format!(
+                "unknown boundary mode `{other}` (expected constant, nearest, reflect, mirror or wrap)"
+            )),
+        }
+    }
+}
+
+/// Which kernel design runs the operation.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// The library picks the kernel for the shape, mask and device.
+    #[default]
+    Auto,
+    /// One thread per output, input and mask read from global memory.
+    Basic,
+    /// As `Basic`, with the mask in constant memory.
+    ConstantMask,
+    /// The block's input tile and its halo cells staged in shared memory.
+    Tiled,
+    /// Only the tile's own elements in shared memory; halo cells read through the L2 cache.
+    TiledL2,
+}
+
+impl Kernel {
+    /// The four seed designs, for tests and benchmarks.
+    pub const ALL: [Kernel; 4] = [
+        Kernel::Basic,
+        Kernel::ConstantMask,
+        Kernel::Tiled,
+        Kernel::TiledL2,
+    ];
+
+    /// The name [`FromStr`] accepts.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kernel::Auto => "auto",
+            Kernel::Basic => "basic",
+            Kernel::ConstantMask => "constant",
+            Kernel::Tiled => "tiled",
+            Kernel::TiledL2 => "tiled-l2",
+        }
+    }
+}
+
+impl fmt::Display for Kernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses `auto`, `basic`, `constant`, `tiled`, `tiled-l2`.
+impl FromStr for Kernel {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [
+            Kernel::Auto,
+            Kernel::Basic,
+            Kernel::ConstantMask,
+            Kernel::Tiled,
+            Kernel::TiledL2,
+        ]
+        .into_iter()
+        .find(|k| k.name() == s.to_ascii_lowercase())
+        .ok_or_else(|| {
+            format!("unknown kernel `{s}` (expected auto, basic, constant, tiled or tiled-l2)")
+        })
+    }
+}
+
+/// An inclusive output range, e.g. `Clamp { lo: 0.0, hi: 1.0 }` for normalised pixels.
+/// NaN outputs stay NaN.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Clamp {
+    /// Smallest output value.
+    pub lo: f32,
+    /// Largest output value.
+    pub hi: f32,
+}
+
+/// The kernels' clamp bounds: `(-inf, inf)` when there is none.
+pub(crate) fn clamp_bounds(clamp: Option<Clamp>) -> Result<(f32, f32)> {
+    match clamp {
+        None => Ok((f32::NEG_INFINITY, f32::INFINITY)),
+        Some(Clamp { lo, hi }) if lo <= hi => Ok((lo, hi)),
+        Some(Clamp { lo, hi }) => Err(ConvError::InvalidClamp { lo, hi }),
+    }
+}

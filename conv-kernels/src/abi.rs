@@ -1,0 +1,44 @@
+//! Launch parameters shared by the kernels and the host launcher.
+//!
+//! The host crate includes this very file (`#[path]`), so both sides agree on the layout by
+//! construction. Keep it free of device-only code.
+
+/// Number of `f32` taps the constant-memory symbol `MASK` holds (16 KiB of the 64 KiB bank).
+/// Longer masks are read from global memory by the `*_global_mask` kernels.
+pub const MASK_CAPACITY: usize = 4096;
+
+/// Boundary mode codes, in the order of SciPy's `ndimage` modes.
+pub const MODE_CONSTANT: u32 = 0;
+/// Replicate the edge element.
+pub const MODE_NEAREST: u32 = 1;
+/// Half-sample symmetric reflection (the edge element repeats).
+pub const MODE_REFLECT: u32 = 2;
+/// Whole-sample symmetric reflection (the edge element does not repeat).
+pub const MODE_MIRROR: u32 = 3;
+/// Periodic extension.
+pub const MODE_WRAP: u32 = 4;
+
+/// Scalar parameters of every 1D kernel, passed by value.
+///
+/// The output has `len` elements; output `i` is `sum_j mask[j] * ext(i + j - left)`, where `ext`
+/// extends the input beyond `[0, len)` by `mode` (with `cval` for `MODE_CONSTANT`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv1dParams {
+    /// Input and output length.
+    pub len: u64,
+    /// Number of taps.
+    pub mask_len: u64,
+    /// Taps to the left of the output position: `mask_len / 2 + origin`, in `[0, mask_len)`.
+    pub left: u64,
+    /// Index of this launch's first block, for inputs that need more blocks than one grid holds.
+    pub block_offset: u64,
+    /// One of the `MODE_*` codes.
+    pub mode: u32,
+    /// Ghost-cell value for `MODE_CONSTANT`.
+    pub cval: f32,
+    /// Lower clamp of the output (`-inf` for none).
+    pub clamp_lo: f32,
+    /// Upper clamp of the output (`+inf` for none).
+    pub clamp_hi: f32,
+}

@@ -1,0 +1,141 @@
+//! The device-side layer: what `cuda_std` offers Rust-CUDA kernels, on rustc's NVPTX target.
+//!
+//! Thread and block indices and the barrier wrap `core::arch::nvptx`. The constant-memory mask and
+//! the dynamic shared-memory tile are module-scope PTX symbols declared with `global_asm!` and read
+//! or written with one PTX instruction each, so kernels can say `ConstantMask.tap(j)` and
+//! `SharedTile::load(k)` instead of carrying inline assembly.
+
+use crate::abi::MASK_CAPACITY;
+use core::arch::{asm, global_asm, nvptx};
+
+global_asm!(
+    ".const .align 4 .f32 MASK[{capacity}];",
+    capacity = const MASK_CAPACITY,
+);
+global_asm!(".extern .shared .align 16 .b8 DYNAMIC_SMEM[];");
+
+/// `threadIdx.x`.
+#[inline(always)]
+pub fn thread_idx_x() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_thread_idx_x() as u64 }
+}
+
+/// `blockIdx.x`.
+#[inline(always)]
+pub fn block_idx_x() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_block_idx_x() as u64 }
+}
+
+/// `blockDim.x`.
+#[inline(always)]
+pub fn block_dim_x() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_block_dim_x() as u64 }
+}
+
+/// `__syncthreads()`: every thread of the block must reach it.
+#[inline(always)]
+pub fn sync_threads() {
+    // SAFETY: callers keep the barrier out of divergent control flow.
+    unsafe { nvptx::_syncthreads() }
+}
+
+/// Fused multiply-add `a * b + c`, rounded once.
+#[inline(always)]
+pub fn fma(a: f32, b: f32, c: f32) -> f32 {
+    core::intrinsics::fmaf32(a, b, c)
+}
+
+/// Where a kernel reads its mask taps from.
+pub trait Mask: Copy {
+    /// Tap `j`; `j` is below the mask length the host uploaded.
+    fn tap(self, j: u64) -> f32;
+}
+
+/// The mask in the constant-memory symbol `MASK`, uploaded by the host before the launch.
+/// All threads of a warp read the same tap at once, which constant memory broadcasts.
+#[derive(Clone, Copy)]
+pub struct ConstantMask;
+
+impl Mask for ConstantMask {
+    #[inline(always)]
+    fn tap(self, j: u64) -> f32 {
+        let value: f32;
+        // SAFETY: `j < MASK_CAPACITY` (the host routes longer masks to `GlobalMask`). The symbol
+        // is not written while a kernel runs, so the load is pure and may be hoisted or merged.
+        unsafe {
+            asm!(
+                "{{ .reg .u64 addr; mov.u64 addr, MASK; add.u64 addr, addr, {offset}; ld.const.f32 {value}, [addr]; }}",
+                offset = in(reg64) j * 4,
+                value = out(reg32) value,
+                options(pure, nomem, nostack),
+            );
+        }
+        value
+    }
+}
+
+/// A mask in global memory (the basic kernels, and masks longer than `MASK_CAPACITY`).
+#[derive(Clone, Copy)]
+pub struct GlobalMask(pub *const f32);
+
+impl Mask for GlobalMask {
+    #[inline(always)]
+    fn tap(self, j: u64) -> f32 {
+        // SAFETY: the host passes a device buffer holding at least `mask_len > j` taps.
+        unsafe { *self.0.add(j as usize) }
+    }
+}
+
+/// The block's dynamic shared memory seen as an `f32` array; its size is set at launch.
+pub struct SharedTile;
+
+impl SharedTile {
+    #[inline(always)]
+    fn address(index: u64) -> u64 {
+        let base: u64;
+        // SAFETY: takes the shared-window address of the module's dynamic shared-memory symbol.
+        unsafe {
+            asm!("mov.u64 {base}, DYNAMIC_SMEM;", base = out(reg64) base, options(pure, nomem, nostack));
+        }
+        base + index * 4
+    }
+
+    /// Writes element `index`.
+    ///
+    /// # Safety
+    /// `index` is below the `f32` count the launch reserved.
+    #[inline(always)]
+    pub unsafe fn store(index: u64, value: f32) {
+        // SAFETY: in bounds by the caller's contract; `st.shared` touches only this block's tile.
+        unsafe {
+            asm!(
+                "st.shared.f32 [{addr}], {value};",
+                addr = in(reg64) Self::address(index),
+                value = in(reg32) value,
+                options(nostack),
+            );
+        }
+    }
+
+    /// Reads element `index`.
+    ///
+    /// # Safety
+    /// `index` is below the reserved count and was stored before the last `sync_threads`.
+    #[inline(always)]
+    pub unsafe fn load(index: u64) -> f32 {
+        let value: f32;
+        // SAFETY: in bounds by the caller's contract; `readonly` keeps it after the barrier.
+        unsafe {
+            asm!(
+                "ld.shared.f32 {value}, [{addr}];",
+                addr = in(reg64) Self::address(index),
+                value = out(reg32) value,
+                options(readonly, nostack),
+            );
+        }
+        value
+    }
+}

@@ -1,0 +1,25 @@
+//! Convolution kernels for NVIDIA GPUs, written in Rust and compiled to PTX.
+//!
+//! This crate is `#![no_std]` and is built only for `nvptx64-nvidia-cuda`, by the build script of
+//! `conv-host`, which embeds the resulting PTX. It is not meant to be compiled for the host.
+//!
+//! Layout:
+//! - [`gpu`]: the device-side layer (thread indices, barrier, constant-memory mask, shared tile);
+//! - [`abi`]: launch parameters shared, source for source, with the host launcher;
+//! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
+//! - [`conv1d`]: the 1D kernels.
+#![no_std]
+#![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
+#![allow(internal_features)]
+
+pub mod abi;
+pub mod boundary;
+pub mod conv1d;
+pub mod gpu;
+
+/// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.
+#[panic_handler]
+fn panic(_info: &core::panic::PanicInfo) -> ! {
+    // SAFETY: `trap` aborts the kernel; nothing after it runs.
+    unsafe { core::arch::nvptx::trap() }
+}
