@@ -1,0 +1,379 @@
+//! 1D GPU tests: every kernel against the f64 CPU reference. They need a CUDA GPU and are
+//! ignored by a plain `cargo test`; `scripts/gpu-check` runs them with `--include-ignored`.
+
+mod common;
+
+use common::{all_modes, assert_close, engine, magnitude, random_vec, rng};
+use conv_host::reference::{convolve1d, correlate1d};
+use conv_host::{BoundaryMode, Clamp, Conv1dOptions, ConvError, Kernel, MASK_CAPACITY};
+use ndarray::{Array1, ArrayView1, ArrayViewMut1, array, s};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+const TILES: [u32; 5] = [1, 32, 33, 256, 1024];
+
+/// Runs one configuration on every kernel and compares with the reference.
+fn check_all_kernels(
+    x: ArrayView1<f32>,
+    w: ArrayView1<f32>,
+    options: Conv1dOptions,
+    convolve: bool,
+) -> usize {
+    let expected = if convolve {
+        convolve1d(&x, &w, &options)
+    } else {
+        correlate1d(&x, &w, &options)
+    };
+    let expected = expected.expect("valid options");
+    let magnitude = magnitude(x, w, &options, convolve);
+    for kernel in Kernel::ALL {
+        let options = Conv1dOptions { kernel, ..options };
+        let got = if convolve {
+            engine().convolve1d(&x, &w, &options)
+        } else {
+            engine().correlate1d(&x, &w, &options)
+        };
+        let what = format!(
+            "{kernel} len {} mask {} convolve {convolve} {options:?}",
+            x.len(),
+            w.len()
+        );
+        let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+        assert_close(got.view(), expected.view(), magnitude.view(), &what);
+    }
+    Kernel::ALL.len()
+}
+
+fn random_origin(rng: &mut StdRng, mask_len: usize, convolve: bool) -> isize {
+    let half = (mask_len / 2) as i64;
+    let upper = (mask_len as i64 - 1) / 2;
+    let even = i64::from(mask_len.is_multiple_of(2));
+    let origin = if convolve {
+        rng.random_range(-upper - even..=half - even)
+    } else {
+        rng.random_range(-half..=upper)
+    };
+    origin as isize
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn known_answers_on_every_kernel_and_tile() {
+    let blog_input = array![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
+    let blog_mask = array![3.0f32, 4.0, 5.0, 4.0, 3.0];
+    let exercise_input = array![4.0f32, 1.0, 3.0, 2.0, 3.0];
+    let exercise_mask = array![2.0f32, 1.0, 4.0];
+    for kernel in Kernel::ALL {
+        for tile in [1, 2, 3, 32, 1024] {
+            let options = Conv1dOptions {
+                kernel,
+                tile: Some(tile),
+                ..Default::default()
+            };
+            let blog = engine()
+                .correlate1d(&blog_input, &blog_mask, &options)
+                .unwrap();
+            assert_eq!(
+                blog,
+                array![22.0, 38.0, 57.0, 76.0, 95.0, 90.0, 74.0],
+                "{kernel} tile {tile}"
+            );
+            let exercise = engine()
+                .correlate1d(&exercise_input, &exercise_mask, &options)
+                .unwrap();
+            assert_eq!(
+                exercise,
+                array![8.0, 21.0, 13.0, 20.0, 7.0],
+                "{kernel} tile {tile}"
+            );
+            // Small integers are exact in f32: each mode must equal the reference exactly.
+            for mode in all_modes() {
+                let options = Conv1dOptions { mode, ..options };
+                for mask in [
+                    exercise_mask.view(),
+                    blog_mask.view(),
+                    Array1::ones(11).view(),
+                ] {
+                    let expected = correlate1d(&exercise_input, &mask, &options).unwrap();
+                    let got = engine()
+                        .correlate1d(&exercise_input, &mask, &options)
+                        .unwrap();
+                    assert_eq!(
+                        got.mapv(f64::from),
+                        expected,
+                        "{kernel} tile {tile} {mode:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn randomized_kernels_modes_tiles_lengths_masks() {
+    let (mut rng, seed) = rng("conv1d matrix");
+    let mut runs = 0;
+    for mode in all_modes() {
+        for tile in TILES {
+            let t = tile as usize;
+            let mut lengths = vec![1, t.saturating_sub(1), t, t + 1, 7919, 104_729];
+            lengths.retain(|&n| n > 0);
+            lengths.dedup();
+            for len in lengths {
+                let mut masks = vec![1, 2, 3, 7, 31, t + 1];
+                if len <= 4096 {
+                    masks.push(len + 1); // wider than the input
+                }
+                masks.sort_unstable();
+                masks.dedup();
+                for mask_len in masks {
+                    let convolve = rng.random_bool(0.5);
+                    let origin = random_origin(&mut rng, mask_len, convolve);
+                    let options = Conv1dOptions {
+                        mode,
+                        origin,
+                        tile: Some(tile),
+                        ..Default::default()
+                    };
+                    let x = random_vec(&mut rng, len);
+                    let w = random_vec(&mut rng, mask_len);
+                    runs += check_all_kernels(x.view(), w.view(), options, convolve);
+                }
+            }
+        }
+    }
+    // Ten million elements: many blocks, every tile width.
+    let x = random_vec(&mut rng, 10_000_000);
+    for mode in all_modes() {
+        for mask_len in [3, 31] {
+            let w = random_vec(&mut rng, mask_len);
+            for tile in [1, 33, 256, 1024] {
+                let options = Conv1dOptions {
+                    mode,
+                    tile: Some(tile),
+                    ..Default::default()
+                };
+                runs += check_all_kernels(x.view(), w.view(), options, false);
+            }
+        }
+    }
+    eprintln!("conv1d matrix: {runs} kernel runs matched the reference (seed {seed})");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn masks_beyond_constant_memory_use_global_memory_kernels() {
+    let (mut rng, _) = rng("long masks");
+    for mask_len in [MASK_CAPACITY, MASK_CAPACITY + 1, 5000] {
+        let plan = engine()
+            .plan1d(mask_len, &Conv1dOptions::default())
+            .unwrap();
+        assert_eq!(plan.mask_in_constant_memory, mask_len <= MASK_CAPACITY);
+        let x = random_vec(&mut rng, 7919);
+        let w = random_vec(&mut rng, mask_len);
+        for mode in [
+            BoundaryMode::Constant(0.5),
+            BoundaryMode::Reflect,
+            BoundaryMode::Wrap,
+        ] {
+            check_all_kernels(
+                x.view(),
+                w.view(),
+                Conv1dOptions {
+                    mode,
+                    ..Default::default()
+                },
+                true,
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn strided_inputs_and_outputs() {
+    let (mut rng, _) = rng("strides");
+    let base = random_vec(&mut rng, 3001);
+    let w = random_vec(&mut rng, 9);
+    for view in [
+        base.slice(s![1..;3]),
+        base.slice(s![..;-1]),
+        base.slice(s![..;-7]),
+    ] {
+        for kernel in Kernel::ALL {
+            let options = Conv1dOptions {
+                kernel,
+                mode: BoundaryMode::Mirror,
+                tile: Some(64),
+                ..Default::default()
+            };
+            let expected = correlate1d(&view, &w, &options).unwrap();
+            let magnitude = magnitude(view, w.view(), &options, false);
+            assert_close(
+                engine().correlate1d(&view, &w, &options).unwrap().view(),
+                expected.view(),
+                magnitude.view(),
+                "view",
+            );
+            // Into every other element of a larger, reversed buffer.
+            let mut target = Array1::from_elem(2 * view.len(), f32::NAN);
+            let mut slots = target.slice_mut(s![..;-2]);
+            engine()
+                .correlate1d_into(&view, &w, &options, slots.view_mut())
+                .unwrap();
+            assert_close(
+                slots.view(),
+                expected.view(),
+                magnitude.view(),
+                "into a strided view",
+            );
+            assert!(target.slice(s![..;-2]).iter().all(|v| v.is_finite()));
+            assert!(
+                target.slice(s![..;2]).iter().all(|v| v.is_nan()),
+                "wrote outside the view"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn clamp_and_nan_propagation() {
+    let x = array![-2.0f32, 0.25, 2.0, 0.5, f32::NAN, 0.5, 0.5];
+    let w = array![1.0f32];
+    for kernel in Kernel::ALL {
+        let options = Conv1dOptions {
+            kernel,
+            clamp: Some(Clamp { lo: 0.0, hi: 1.0 }),
+            ..Default::default()
+        };
+        let got = engine().correlate1d(&x, &w, &options).unwrap();
+        assert_eq!(got.slice(s![..4]), array![0.0, 0.25, 1.0, 0.5]);
+        assert!(got[4].is_nan());
+        // A NaN tap poisons every output it touches (IEEE propagation), and only those.
+        let spread = engine()
+            .correlate1d(
+                &x,
+                &array![1.0f32, 1.0, 1.0],
+                &Conv1dOptions {
+                    kernel,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+        let nan_at: Vec<bool> = spread.iter().map(|v| v.is_nan()).collect();
+        assert_eq!(nan_at, [false, false, false, true, true, true, false]);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_launches_are_typed_errors_and_the_engine_recovers() {
+    let x = array![1.0f32, 2.0, 3.0];
+    let w = array![1.0f32, 1.0, 1.0];
+    let max_threads = engine().device().max_threads_per_block;
+    for (kernel, tile, mask_len) in [
+        (Kernel::Basic, 0, 3),
+        (Kernel::ConstantMask, max_threads + 1, 3),
+        (Kernel::Tiled, 1024, 200_000), // (1024 + 199_999) * 4 bytes of shared memory
+    ] {
+        let options = Conv1dOptions {
+            kernel,
+            tile: Some(tile),
+            ..Default::default()
+        };
+        let long_mask = Array1::ones(mask_len);
+        let result = engine().correlate1d(&x, &long_mask, &options);
+        assert!(
+            matches!(result, Err(ConvError::InvalidLaunch { .. })),
+            "{kernel} tile {tile}: {result:?}"
+        );
+        assert_eq!(
+            engine()
+                .correlate1d(&x, &w, &Conv1dOptions::default())
+                .unwrap(),
+            array![3.0, 6.0, 5.0]
+        );
+    }
+    let mut short = Array1::zeros(2);
+    let result = engine().correlate1d_into(&x, &w, &Conv1dOptions::default(), short.view_mut());
+    assert!(matches!(result, Err(ConvError::ShapeMismatch { .. })));
+    // Overlap cannot be built in safe Rust; build it as a caller with raw pointers might.
+    let mut buffer = array![1.0f32, 2.0, 3.0, 4.0];
+    let pointer = buffer.as_mut_ptr();
+    // SAFETY: both views stay within `buffer`, which outlives them; the library must refuse the
+    // call before touching either view, so no aliased access happens.
+    let (input, output) = unsafe {
+        (
+            ArrayView1::from_shape_ptr(3, pointer),
+            ArrayViewMut1::from_shape_ptr(3, pointer.add(1)),
+        )
+    };
+    let result = engine().correlate1d_into(&input, &w, &Conv1dOptions::default(), output);
+    assert!(
+        matches!(result, Err(ConvError::OverlappingOutput)),
+        "{result:?}"
+    );
+    assert_eq!(
+        engine()
+            .correlate1d(&x, &w, &Conv1dOptions::default())
+            .unwrap(),
+        array![3.0, 6.0, 5.0]
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn lengths_past_two_to_the_31_index_correctly() {
+    // 2^31 + 777 elements (8 GiB): 64-bit indices, and with one-thread tiles more blocks than
+    // one grid holds, so the launch is split. Spot-checked at both ends and around 2^31.
+    let len = (1usize << 31) + 777;
+    let required = 2 * len * size_of::<f32>() + (1 << 30);
+    if engine().device().total_memory < required {
+        panic!(
+            "device has {} bytes, this test needs {required}",
+            engine().device().total_memory
+        );
+    }
+    let (mut rng, _) = rng("2^31");
+    let salt: u64 = rng.random();
+    let value = |i: usize| {
+        ((i as u64 ^ salt).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as f32 / (1u64 << 24) as f32
+            - 0.5
+    };
+    let x: Array1<f32> = (0..len).map(value).collect();
+    let w = array![0.5f32, -1.0, 2.0, 0.25, 1.5];
+    let probes: Vec<usize> = (0..64)
+        .chain((1 << 31) - 64..(1 << 31) + 64)
+        .chain(len - 64..len)
+        .collect();
+    for (kernel, tile) in [
+        (Kernel::Basic, 1),
+        (Kernel::ConstantMask, 256),
+        (Kernel::Tiled, 1024),
+        (Kernel::TiledL2, 128),
+    ] {
+        let options = Conv1dOptions {
+            kernel,
+            tile: Some(tile),
+            mode: BoundaryMode::Wrap,
+            ..Default::default()
+        };
+        let got = engine().correlate1d(&x, &w, &options).unwrap();
+        for &i in &probes {
+            let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
+            for (j, &tap) in w.iter().enumerate() {
+                let k = (i + len + j - 2) % len;
+                sum += f64::from(tap) * f64::from(x[k]);
+                magnitude += (f64::from(tap) * f64::from(x[k])).abs();
+            }
+            let error = (f64::from(got[i]) - sum).abs();
+            assert!(
+                error <= 1e-5 * magnitude,
+                "{kernel} tile {tile}: element {i} is {}, expected {sum}",
+                got[i]
+            );
+        }
+    }
+}
