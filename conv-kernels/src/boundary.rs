@@ -22,13 +22,21 @@ pub fn fold_index(index: i64, len: i64, mode: u32) -> Option<i64> {
         MODE_REFLECT => {
             let period = 2 * len;
             let folded = modulo(index, period);
-            Some(if folded >= len { period - 1 - folded } else { folded })
+            Some(if folded >= len {
+                period - 1 - folded
+            } else {
+                folded
+            })
         }
         MODE_MIRROR if len == 1 => Some(0),
         MODE_MIRROR => {
             let period = 2 * len - 2;
             let folded = modulo(index, period);
-            Some(if folded >= len { period - folded } else { folded })
+            Some(if folded >= len {
+                period - folded
+            } else {
+                folded
+            })
         }
         // MODE_CONSTANT: the caller substitutes `cval`.
         _ => None,
@@ -49,7 +57,12 @@ impl Line {
     /// `data` points to `len >= 1` readable `f32` for the kernel's lifetime.
     #[inline(always)]
     pub unsafe fn new(data: *const f32, len: u64, mode: u32, cval: f32) -> Self {
-        Self { data, len, mode, cval }
+        Self {
+            data,
+            len,
+            mode,
+            cval,
+        }
     }
 
     /// Element `index` of the extended line; `index` may lie anywhere.
@@ -57,7 +70,11 @@ impl Line {
     pub fn at(self, index: i64) -> f32 {
         // A negative index wraps to a huge u64, so one comparison tests both ends.
         let inside = (index as u64) < self.len;
-        let source = if inside { Some(index) } else { fold_index(index, self.len as i64, self.mode) };
+        let source = if inside {
+            Some(index)
+        } else {
+            fold_index(index, self.len as i64, self.mode)
+        };
         match source {
             // SAFETY: `fold_index` returns indices in `[0, len)`.
             Some(k) => unsafe { *self.data.add(k as usize) },

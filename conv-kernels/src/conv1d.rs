@@ -162,7 +162,11 @@ pub unsafe extern "ptx-kernel" fn conv1d_constant(
 /// # Safety
 /// As [`conv1d_constant`].
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_tiled(input: *const f32, output: *mut f32, p: Conv1dParams) {
+pub unsafe extern "ptx-kernel" fn conv1d_tiled(
+    input: *const f32,
+    output: *mut f32,
+    p: Conv1dParams,
+) {
     // SAFETY: forwarded contract.
     unsafe { tiled(input, ConstantMask, output, &p) }
 }
@@ -188,7 +192,11 @@ pub unsafe extern "ptx-kernel" fn conv1d_tiled_global_mask(
 /// # Safety
 /// As [`conv1d_constant`].
 #[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2(input: *const f32, output: *mut f32, p: Conv1dParams) {
+pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2(
+    input: *const f32,
+    output: *mut f32,
+    p: Conv1dParams,
+) {
     // SAFETY: forwarded contract.
     unsafe { tiled_l2(input, ConstantMask, output, &p) }
 }
