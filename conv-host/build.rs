@@ -79,9 +79,30 @@ fn main() {
         .join(TARGET)
         .join("release")
         .join("conv_kernels.ptx");
-    let dest = out_dir.join("conv_kernels.ptx");
-    std::fs::copy(&ptx, &dest)
+    let text = std::fs::read_to_string(&ptx)
         .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())));
+    std::fs::write(out_dir.join("conv_kernels.ptx"), bound_block_size(&text))
+        .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
+}
+
+/// Adds `.maxntid 1024, 1, 1` to every kernel entry. Rust has no `__launch_bounds__`; this PTX
+/// directive is its equivalent: it tells the assembler that blocks may have 1024 threads, so it
+/// keeps each kernel within 64 registers and every tile size up to 1024 threads can launch.
+fn bound_block_size(ptx: &str) -> String {
+    let mut out = String::with_capacity(ptx.len() + 1024);
+    let mut in_entry_header = false;
+    for line in ptx.lines() {
+        if line.starts_with(".visible .entry") {
+            in_entry_header = true;
+        }
+        if in_entry_header && line == "{" {
+            out.push_str(".maxntid 1024, 1, 1\n");
+            in_entry_header = false;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Fails with one line naming the exact `rustup component add` command for a missing component.

@@ -22,6 +22,12 @@ const KERNEL_NAMES: &[&str] = &[
     "conv1d_tiled_global_mask",
     "conv1d_tiled_l2",
     "conv1d_tiled_l2_global_mask",
+    "conv2d_basic",
+    "conv2d_constant",
+    "conv2d_tiled",
+    "conv2d_tiled_global_mask",
+    "conv2d_tiled_l2",
+    "conv2d_tiled_l2_global_mask",
 ];
 
 /// What the library needs to know about the GPU it runs on.
@@ -37,8 +43,10 @@ pub struct DeviceInfo {
     pub max_threads_per_block: u32,
     /// Most shared memory one block may use, in bytes (the opt-in limit, above the 48 KiB default).
     pub max_shared_memory_per_block: u32,
-    /// Most blocks along a grid's x axis.
-    pub max_grid_dim_x: u32,
+    /// Most threads along a block's x and y axes.
+    pub max_block_dim: (u32, u32),
+    /// Most blocks along a grid's x and y axes.
+    pub max_grid_dim: (u32, u32),
     /// Number of streaming multiprocessors.
     pub multiprocessor_count: u32,
     /// Peak SM clock in kHz.
@@ -168,7 +176,14 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
         max_shared_memory_per_block: attribute(
             CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
         )?,
-        max_grid_dim_x: attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+        max_block_dim: (
+            attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X)?,
+            attribute(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y)?,
+        ),
+        max_grid_dim: (
+            attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X)?,
+            attribute(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y)?,
+        ),
         multiprocessor_count: attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         clock_rate_khz: attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
         total_memory: context

@@ -1,7 +1,7 @@
 //! Moving `ndarray` data of any layout to and from the flat buffers the kernels use.
 
 use crate::error::{ConvError, Result};
-use ndarray::{ArrayBase, ArrayViewMut, Data, Dimension, RawData};
+use ndarray::{ArrayBase, ArrayViewMut, Axis, Data, Dimension, RawData, RemoveAxis};
 use std::borrow::Cow;
 
 /// The elements in logical (row-major) order: borrowed when the array is already laid out so,
@@ -73,4 +73,42 @@ pub(crate) fn fill_output<D: Dimension>(
     fill(&mut buffer)?;
     output.iter_mut().zip(buffer).for_each(|(o, v)| *o = v);
     Ok(())
+}
+
+/// The image's rows (of `width * channels` elements, in logical order) copied into a buffer
+/// whose rows start `pitch` elements apart; the padding is zero and never read.
+pub(crate) fn pack_pitched<S, D>(image: &ArrayBase<S, D>, pitch: usize) -> Vec<f32>
+where
+    S: Data<Elem = f32>,
+    D: RemoveAxis,
+{
+    let rows = image.len_of(Axis(0));
+    let mut packed = vec![0.0f32; rows * pitch];
+    for (row, destination) in image.outer_iter().zip(packed.chunks_exact_mut(pitch)) {
+        match row.as_slice() {
+            Some(slice) => destination[..slice.len()].copy_from_slice(slice),
+            None => destination
+                .iter_mut()
+                .zip(row.iter())
+                .for_each(|(d, &v)| *d = v),
+        }
+    }
+    packed
+}
+
+/// Copies the rows of a pitched buffer into `output`, row by row in logical order.
+pub(crate) fn unpack_pitched<D: RemoveAxis>(
+    packed: &[f32],
+    pitch: usize,
+    mut output: ArrayViewMut<'_, f32, D>,
+) {
+    for (mut row, source) in output.outer_iter_mut().zip(packed.chunks_exact(pitch)) {
+        match row.as_slice_mut() {
+            Some(slice) => {
+                let len = slice.len();
+                slice.copy_from_slice(&source[..len]);
+            }
+            None => row.iter_mut().zip(source).for_each(|(o, &v)| *o = v),
+        }
+    }
 }

@@ -27,16 +27,21 @@
 #[path = "../../conv-kernels/src/abi.rs"]
 mod abi;
 mod conv1d;
+mod conv2d;
 mod engine;
 mod error;
 mod layout;
+mod mask;
 mod options;
+mod plan;
 
 pub use abi::MASK_CAPACITY;
-pub use conv1d::{Conv1dOptions, LaunchPlan};
+pub use conv1d::Conv1dOptions;
+pub use conv2d::{Conv2dOptions, ImageDim};
 pub use engine::{DeviceInfo, Engine};
 pub use error::{ConvError, Result};
 pub use options::{BoundaryMode, Clamp, Kernel};
+pub use plan::LaunchPlan;
 
 /// The embedded PTX of all kernels, e.g. to inspect it or assemble it with `ptxas`.
 pub const KERNELS_PTX: &str = engine::KERNELS_PTX;
@@ -45,4 +50,5 @@ pub const KERNELS_PTX: &str = engine::KERNELS_PTX;
 /// GPU path. The tests compare the GPU against these; they also serve machines without a GPU.
 pub mod reference {
     pub use crate::conv1d::reference::{convolve1d, correlate1d};
+    pub use crate::conv2d::reference::{convolve2d, correlate2d};
 }

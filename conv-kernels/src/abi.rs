@@ -42,3 +42,44 @@ pub struct Conv1dParams {
     /// Upper clamp of the output (`+inf` for none).
     pub clamp_hi: f32,
 }
+
+/// Scalar parameters of every 2D kernel, passed by value.
+///
+/// Images are `height` rows of `width * channels` interleaved `f32` elements, rows `pitch`
+/// elements apart in both buffers. Output `(y, x, c)` is
+/// `sum_{i,j} mask[i * mask_w + j] * ext(y + i - top, x + j - left, c)`, where `ext` extends
+/// each axis by `mode` (any coordinate outside under `MODE_CONSTANT` gives `cval`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv2dParams {
+    /// Elements from one row to the next, `>= width * channels`.
+    pub pitch: u64,
+    /// Rows.
+    pub height: u32,
+    /// Pixels per row.
+    pub width: u32,
+    /// Interleaved channels per pixel, `>= 1`.
+    pub channels: u32,
+    /// Mask rows.
+    pub mask_h: u32,
+    /// Mask columns.
+    pub mask_w: u32,
+    /// Mask rows above the output pixel: `mask_h / 2 + origin_y`.
+    pub top: u32,
+    /// Mask columns left of the output pixel: `mask_w / 2 + origin_x`.
+    pub left: u32,
+    /// Output elements (pixels x channels) per block along a row (tiled kernels).
+    pub out_tile_w: u32,
+    /// Output rows per block (tiled kernels).
+    pub out_tile_h: u32,
+    /// Index of this launch's first block row, for images taller than one grid holds.
+    pub block_offset_y: u32,
+    /// One of the `MODE_*` codes.
+    pub mode: u32,
+    /// Ghost-cell value for `MODE_CONSTANT`.
+    pub cval: f32,
+    /// Lower clamp of the output (`-inf` for none).
+    pub clamp_lo: f32,
+    /// Upper clamp of the output (`+inf` for none).
+    pub clamp_hi: f32,
+}

@@ -11,6 +11,18 @@ fn modulo(index: i64, period: i64) -> i64 {
     if rem < 0 { rem + period } else { rem }
 }
 
+/// `index / divisor` rounded down, for `divisor >= 1`, without `div_euclid`'s checks.
+#[inline(always)]
+fn floor_div(index: i64, divisor: i64) -> i64 {
+    // SAFETY: `divisor >= 1`, so the division neither divides by zero nor overflows.
+    let quotient = unsafe { core::intrinsics::unchecked_div(index, divisor) };
+    if quotient * divisor > index {
+        quotient - 1
+    } else {
+        quotient
+    }
+}
+
 /// Maps an index outside `[0, len)` to the input element that stands there, or `None` where the
 /// mode supplies the constant. `len >= 1`. Reflect and mirror are periodic (periods `2 len` and
 /// `2 len - 2`), so indices any distance away, as masks longer than the input need, fold back.
@@ -80,5 +92,71 @@ impl Line {
             Some(k) => unsafe { *self.data.add(k as usize) },
             None => self.cval,
         }
+    }
+}
+
+/// Folds one coordinate into `[0, len)`, or `None` where the mode supplies the constant.
+#[inline(always)]
+fn fold_axis(index: i64, len: u64, mode: u32) -> Option<i64> {
+    if (index as u64) < len {
+        Some(index)
+    } else {
+        fold_index(index, len as i64, mode)
+    }
+}
+
+/// A pitched, interleaved image in global memory with its boundary rule.
+#[derive(Clone, Copy)]
+pub struct Plane {
+    data: *const f32,
+    pitch: u64,
+    height: u64,
+    width: u64,
+    channels: u64,
+    mode: u32,
+    cval: f32,
+}
+
+impl Plane {
+    /// # Safety
+    /// `data` points to `height` rows of `pitch >= width * channels` readable `f32`, with
+    /// `height, width, channels >= 1`, for the kernel's lifetime.
+    #[inline(always)]
+    pub unsafe fn new(data: *const f32, p: &crate::abi::Conv2dParams) -> Self {
+        Self {
+            data,
+            pitch: p.pitch,
+            height: u64::from(p.height),
+            width: u64::from(p.width),
+            channels: u64::from(p.channels),
+            mode: p.mode,
+            cval: p.cval,
+        }
+    }
+
+    /// Offset of row `y` of the extended image, or `None` for a row of constant ghost cells.
+    #[inline(always)]
+    pub fn row(self, y: i64) -> Option<u64> {
+        fold_axis(y, self.height, self.mode).map(|y| y as u64 * self.pitch)
+    }
+
+    /// Channel `c` of pixel `x` (may lie outside) in a row from [`Plane::row`].
+    #[inline(always)]
+    pub fn in_row(self, row: Option<u64>, x: i64, c: u64) -> f32 {
+        match (row, fold_axis(x, self.width, self.mode)) {
+            // SAFETY: the row and the column were folded into the image, and `c < channels`.
+            (Some(row), Some(x)) => unsafe {
+                *self.data.add((row + x as u64 * self.channels + c) as usize)
+            },
+            _ => self.cval,
+        }
+    }
+
+    /// Element `element` (= `x * channels + c`, may lie outside) of a row from [`Plane::row`].
+    #[inline(always)]
+    pub fn element_in_row(self, row: Option<u64>, element: i64) -> f32 {
+        let channels = self.channels as i64;
+        let x = floor_div(element, channels);
+        self.in_row(row, x, (element - x * channels) as u64)
     }
 }

@@ -35,6 +35,27 @@ pub fn block_dim_x() -> u64 {
     unsafe { nvptx::_block_dim_x() as u64 }
 }
 
+/// `threadIdx.y`.
+#[inline(always)]
+pub fn thread_idx_y() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_thread_idx_y() as u64 }
+}
+
+/// `blockIdx.y`.
+#[inline(always)]
+pub fn block_idx_y() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_block_idx_y() as u64 }
+}
+
+/// `blockDim.y`.
+#[inline(always)]
+pub fn block_dim_y() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_block_dim_y() as u64 }
+}
+
 /// `__syncthreads()`: every thread of the block must reach it.
 #[inline(always)]
 pub fn sync_threads() {

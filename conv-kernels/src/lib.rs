@@ -7,7 +7,7 @@
 //! - [`gpu`]: the device-side layer (thread indices, barrier, constant-memory mask, shared tile);
 //! - [`abi`]: launch parameters shared, source for source, with the host launcher;
 //! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
-//! - [`conv1d`]: the 1D kernels.
+//! - [`conv1d`], [`conv2d`]: the kernels.
 #![no_std]
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
 #![allow(internal_features)]
@@ -15,6 +15,7 @@
 pub mod abi;
 pub mod boundary;
 pub mod conv1d;
+pub mod conv2d;
 pub mod gpu;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.

@@ -6,7 +6,9 @@ use crate::abi::{Conv1dParams, MASK_CAPACITY};
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major};
+use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
+use crate::plan::{EntryPoints, LaunchPlan, check_block};
 use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
 use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
 
@@ -34,20 +36,14 @@ pub struct Conv1dOptions {
     pub clamp: Option<Clamp>,
 }
 
-/// What a call will launch on this device.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LaunchPlan {
-    /// The design that runs (never `Auto`).
-    pub kernel: Kernel,
-    /// The PTX entry point.
-    pub entry_point: &'static str,
-    /// Threads per block.
-    pub tile: u32,
-    /// Dynamic shared memory per block, in bytes.
-    pub shared_memory_bytes: u32,
-    /// Whether the mask is read from constant memory (else from global memory).
-    pub mask_in_constant_memory: bool,
-}
+const ENTRY_POINTS: EntryPoints = EntryPoints {
+    basic: "conv1d_basic",
+    constant: "conv1d_constant",
+    tiled: "conv1d_tiled",
+    tiled_global_mask: "conv1d_tiled_global_mask",
+    tiled_l2: "conv1d_tiled_l2",
+    tiled_l2_global_mask: "conv1d_tiled_l2_global_mask",
+};
 
 /// Mask taps in correlation order and the number of taps left of the output position.
 pub(crate) struct Taps {
@@ -55,38 +51,15 @@ pub(crate) struct Taps {
     pub(crate) left: usize,
 }
 
-/// Validates the origin (SciPy's rule) and orients the mask. Convolution flips it and, as
-/// `scipy.ndimage.convolve1d` does, negates the origin and moves even-length masks by one.
+/// Validates the origin and orients the mask (flipped for convolution).
 pub(crate) fn orient(mask: &[f32], origin: isize, flip: bool) -> Result<Taps> {
-    let len = mask.len();
-    if len == 0 {
-        return Err(ConvError::EmptyMask);
-    }
-    let half = (len / 2) as isize;
-    let upper = (len as isize - 1) / 2;
-    let even = isize::from(len.is_multiple_of(2));
-    let (min, max) = if flip {
-        (-upper - even, half - even)
+    let left = anchor(mask.len(), origin, flip)?;
+    let values = if flip {
+        mask.iter().rev().copied().collect()
     } else {
-        (-half, upper)
+        mask.to_vec()
     };
-    if origin < min || origin > max {
-        return Err(ConvError::InvalidOrigin {
-            origin,
-            mask_len: len,
-            min,
-            max,
-        });
-    }
-    let (values, correlation_origin) = if flip {
-        (mask.iter().rev().copied().collect(), -origin - even)
-    } else {
-        (mask.to_vec(), origin)
-    };
-    Ok(Taps {
-        values,
-        left: (half + correlation_origin) as usize,
-    })
+    Ok(Taps { values, left })
 }
 
 /// Chooses the entry point and checks the tile against the device.
@@ -97,51 +70,21 @@ fn plan(
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
     let fits = mask_len <= MASK_CAPACITY;
-    let kernel = match kernel {
-        Kernel::Auto => Kernel::ConstantMask,
-        chosen => chosen,
-    };
-    let entry_point = match (kernel, fits) {
-        (Kernel::Basic | Kernel::Auto, _) | (Kernel::ConstantMask, false) => "conv1d_basic",
-        (Kernel::ConstantMask, true) => "conv1d_constant",
-        (Kernel::Tiled, true) => "conv1d_tiled",
-        (Kernel::Tiled, false) => "conv1d_tiled_global_mask",
-        (Kernel::TiledL2, true) => "conv1d_tiled_l2",
-        (Kernel::TiledL2, false) => "conv1d_tiled_l2_global_mask",
-    };
+    let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
     let tile = tile.unwrap_or(DEFAULT_TILE_1D);
-    let invalid = |reason: String| ConvError::InvalidLaunch {
-        kernel: entry_point,
-        reason,
-    };
-    if tile == 0 {
-        return Err(invalid("the tile width must be at least 1 thread".into()));
-    }
-    if tile > device.max_threads_per_block {
-        return Err(invalid(format!(
-            "tile width {tile} exceeds the device's {} threads per block",
-            device.max_threads_per_block
-        )));
-    }
     let shared_floats = match kernel {
         Kernel::Tiled => u64::from(tile) + mask_len as u64 - 1,
         Kernel::TiledL2 => u64::from(tile),
         _ => 0,
     };
-    let shared_bytes = shared_floats * 4;
-    if shared_bytes > u64::from(device.max_shared_memory_per_block) {
-        return Err(invalid(format!(
-            "tile width {tile} with a {mask_len}-tap mask needs {shared_bytes} bytes of shared memory, \
-             over the device's {} per block; use a smaller tile or Kernel::TiledL2",
-            device.max_shared_memory_per_block
-        )));
-    }
+    check_block(device, entry_point, (tile, 1), shared_floats * 4)?;
     Ok(LaunchPlan {
         kernel,
         entry_point,
-        tile,
-        shared_memory_bytes: shared_bytes as u32,
-        mask_in_constant_memory: entry_point != "conv1d_basic" && fits,
+        block: (tile, 1),
+        output_tile: (tile, 1),
+        shared_memory_bytes: (shared_floats * 4) as u32,
+        mask_in_constant_memory: fits && entry_point != ENTRY_POINTS.basic,
     })
 }
 
@@ -286,8 +229,8 @@ impl Engine {
             Some(session.upload(&taps.values)?)
         };
         let (mode, cval) = mode.code_and_cval();
-        let blocks = len.div_ceil(plan.tile as usize) as u64;
-        let max_grid = u64::from(session.device().max_grid_dim_x.max(1));
+        let blocks = len.div_ceil(plan.block.0 as usize) as u64;
+        let max_grid = u64::from(session.device().max_grid_dim.0.max(1));
         let mut block_offset = 0;
         while block_offset < blocks {
             let count = (blocks - block_offset).min(max_grid);
@@ -303,7 +246,7 @@ impl Engine {
             };
             let config = LaunchConfig {
                 grid_dim: (count as u32, 1, 1),
-                block_dim: (plan.tile, 1, 1),
+                block_dim: (plan.block.0, 1, 1),
                 shared_mem_bytes: plan.shared_memory_bytes,
             };
             // Contract of every conv1d kernel: input and output hold `len` elements (uploaded

@@ -10,12 +10,13 @@ use crate::layout::row_major;
 use crate::options::{BoundaryMode, clamp_bounds};
 use ndarray::{Array1, ArrayBase, Data, Ix1};
 
-/// Element `index` of `line` extended by `mode`; `index` may lie anywhere.
-pub(crate) fn extended(line: &[f64], index: i64, mode: BoundaryMode) -> f64 {
-    let len = line.len() as i64;
+/// The input index that stands at `index` when a line of `len >= 1` elements is extended by
+/// `mode`, or `None` where the mode supplies its constant; `index` may lie anywhere.
+pub(crate) fn fold(index: i64, len: usize, mode: BoundaryMode) -> Option<usize> {
+    let len = len as i64;
     let mut k = index;
     match mode {
-        BoundaryMode::Constant(cval) if !(0..len).contains(&k) => return f64::from(cval),
+        BoundaryMode::Constant(_) if !(0..len).contains(&k) => return None,
         BoundaryMode::Constant(_) => {}
         BoundaryMode::Nearest => k = k.clamp(0, len - 1),
         BoundaryMode::Wrap => {
@@ -38,7 +39,26 @@ pub(crate) fn extended(line: &[f64], index: i64, mode: BoundaryMode) -> f64 {
             }
         }
     }
-    line[k as usize]
+    Some(k as usize)
+}
+
+/// The constant a mode puts in ghost cells (only `Constant` has one).
+pub(crate) fn ghost_value(mode: BoundaryMode) -> f64 {
+    match mode {
+        BoundaryMode::Constant(cval) => f64::from(cval),
+        _ => 0.0,
+    }
+}
+
+/// Applies the output clamp; written as comparisons so NaN passes through, as on the GPU.
+pub(crate) fn clamp_output(sum: f64, (lo, hi): (f32, f32)) -> f64 {
+    if sum < f64::from(lo) {
+        f64::from(lo)
+    } else if sum > f64::from(hi) {
+        f64::from(hi)
+    } else {
+        sum
+    }
 }
 
 fn filter1d<S, T>(
@@ -52,7 +72,8 @@ where
     T: Data<Elem = f32>,
 {
     let taps = orient(&row_major(mask), options.origin, flip)?;
-    let (lo, hi) = clamp_bounds(options.clamp)?;
+    let bounds = clamp_bounds(options.clamp)?;
+    let cval = ghost_value(options.mode);
     let line: Vec<f64> = input.iter().map(|&v| f64::from(v)).collect();
     let weights: Vec<f64> = taps.values.iter().map(|&v| f64::from(v)).collect();
     let out = (0..line.len() as i64).map(|i| {
@@ -60,16 +81,12 @@ where
         let sum: f64 = weights
             .iter()
             .enumerate()
-            .map(|(j, w)| w * extended(&line, first + j as i64, options.mode))
+            .map(|(j, w)| {
+                let source = fold(first + j as i64, line.len(), options.mode);
+                w * source.map_or(cval, |k| line[k])
+            })
             .sum();
-        // Written as comparisons so NaN passes through, as on the GPU.
-        if sum < f64::from(lo) {
-            f64::from(lo)
-        } else if sum > f64::from(hi) {
-            f64::from(hi)
-        } else {
-            sum
-        }
+        clamp_output(sum, bounds)
     });
     Ok(out.collect())
 }

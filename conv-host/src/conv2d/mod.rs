@@ -1,0 +1,413 @@
+//! 2D correlation and convolution of images: single-channel `H x W` arrays and interleaved
+//! `H x W x C` arrays, one mask applied to every channel.
+
+pub(crate) mod reference;
+
+use crate::abi::{Conv2dParams, MASK_CAPACITY};
+use crate::engine::{DeviceInfo, Engine};
+use crate::error::{ConvError, Result};
+use crate::layout::{check_output, pack_pitched, unpack_pitched};
+use crate::mask::anchor;
+use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
+use crate::plan::{EntryPoints, LaunchPlan, check_block};
+use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix2, Ix3, RemoveAxis, s};
+
+// SAFETY: `Conv2dParams` is `repr(C)`, `Copy`, plain integers and floats, declared identically
+// by the kernels (same source file).
+unsafe impl DeviceRepr for Conv2dParams {}
+
+/// Threads per block (x along a row, y down the rows) when [`Conv2dOptions::tile`] is `None`.
+pub const DEFAULT_TILE_2D: (u32, u32) = (32, 8);
+
+/// Default block of the textbook tiled kernel, which covers the input tile (output tile plus
+/// halo), so it is taller than the others.
+pub const DEFAULT_TILE_2D_TILED: (u32, u32) = (32, 16);
+
+/// Row alignment of device images, in elements: 32 `f32` = 128 bytes, so every row starts on a
+/// memory-transaction boundary (the textbook's padded format, Fig. 7.15).
+const PITCH_ALIGNMENT: usize = 32;
+
+const ENTRY_POINTS: EntryPoints = EntryPoints {
+    basic: "conv2d_basic",
+    constant: "conv2d_constant",
+    tiled: "conv2d_tiled",
+    tiled_global_mask: "conv2d_tiled_global_mask",
+    tiled_l2: "conv2d_tiled_l2",
+    tiled_l2_global_mask: "conv2d_tiled_l2_global_mask",
+};
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for ndarray::Ix2 {}
+    impl Sealed for ndarray::Ix3 {}
+}
+
+/// The array shapes the 2D operations take: `Ix2` (`H x W`, one channel) and `Ix3`
+/// (`H x W x C`, interleaved channels such as RGB or RGBA).
+pub trait ImageDim: Dimension + RemoveAxis + sealed::Sealed {
+    /// `(height, width, channels)` of an array of this shape.
+    fn image_shape(shape: &[usize]) -> (usize, usize, usize);
+}
+
+impl ImageDim for Ix2 {
+    fn image_shape(shape: &[usize]) -> (usize, usize, usize) {
+        (shape[0], shape[1], 1)
+    }
+}
+
+impl ImageDim for Ix3 {
+    fn image_shape(shape: &[usize]) -> (usize, usize, usize) {
+        (shape[0], shape[1], shape[2])
+    }
+}
+
+/// Options of a 2D correlation or convolution.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Conv2dOptions {
+    /// How the image continues past its edges (each axis extended independently).
+    pub mode: BoundaryMode,
+    /// SciPy's origin per axis, `[rows, columns]`.
+    pub origin: [isize; 2],
+    /// Kernel design; `Auto` picks one.
+    pub kernel: Kernel,
+    /// Threads per block `(x, y)`: x along a row (pixels x channels), y down the rows.
+    pub tile: Option<(u32, u32)>,
+    /// Clamp every output to a range.
+    pub clamp: Option<Clamp>,
+}
+
+/// A mask in correlation order with its anchor.
+pub(crate) struct Mask2d {
+    pub(crate) values: Vec<f32>,
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) top: usize,
+    pub(crate) left: usize,
+}
+
+/// Validates the origins and orients the mask (flipped on both axes for convolution).
+pub(crate) fn orient2d<T: Data<Elem = f32>>(
+    mask: &ArrayBase<T, Ix2>,
+    origin: [isize; 2],
+    flip: bool,
+) -> Result<Mask2d> {
+    let (rows, cols) = mask.dim();
+    let top = anchor(rows, origin[0], flip)?;
+    let left = anchor(cols, origin[1], flip)?;
+    let oriented = if flip {
+        mask.slice(s![..;-1, ..;-1])
+    } else {
+        mask.view()
+    };
+    Ok(Mask2d {
+        values: oriented.iter().copied().collect(),
+        rows,
+        cols,
+        top,
+        left,
+    })
+}
+
+/// Chooses the entry point, block, output tile and shared memory, and checks them.
+fn plan(
+    device: &DeviceInfo,
+    (rows, cols): (usize, usize),
+    channels: usize,
+    kernel: Kernel,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let fits = rows.saturating_mul(cols) <= MASK_CAPACITY;
+    let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
+    let default = if kernel == Kernel::Tiled {
+        DEFAULT_TILE_2D_TILED
+    } else {
+        DEFAULT_TILE_2D
+    };
+    let block = tile.unwrap_or(default);
+    let halo = ((cols as u64 - 1) * channels as u64, rows as u64 - 1);
+    // The textbook's design: output tile = block - halo, so each thread loads one element. When
+    // the halo is as wide as the block, the output tile is the block and the halo loads in steps.
+    let shrink = |threads: u32, halo: u64| {
+        if u64::from(threads) > halo {
+            threads - halo as u32
+        } else {
+            threads
+        }
+    };
+    let (output_tile, shared_floats) = match kernel {
+        Kernel::Tiled => {
+            let tile = (shrink(block.0, halo.0), shrink(block.1, halo.1));
+            (
+                tile,
+                (u64::from(tile.0) + halo.0) * (u64::from(tile.1) + halo.1),
+            )
+        }
+        Kernel::TiledL2 => (block, u64::from(block.0) * u64::from(block.1)),
+        _ => (block, 0),
+    };
+    check_block(device, entry_point, block, shared_floats * 4)?;
+    Ok(LaunchPlan {
+        kernel,
+        entry_point,
+        block,
+        output_tile,
+        shared_memory_bytes: (shared_floats * 4) as u32,
+        mask_in_constant_memory: fits && entry_point != ENTRY_POINTS.basic,
+    })
+}
+
+impl Engine {
+    /// The kernel, block, output tile and shared memory a 2D call with this mask shape
+    /// `(rows, columns)`, channel count and options would use, or the error it would return.
+    pub fn plan2d(
+        &self,
+        mask_shape: (usize, usize),
+        channels: usize,
+        options: &Conv2dOptions,
+    ) -> Result<LaunchPlan> {
+        if mask_shape.0 == 0 || mask_shape.1 == 0 {
+            return Err(ConvError::EmptyMask);
+        }
+        plan(
+            self.device(),
+            mask_shape,
+            channels.max(1),
+            options.kernel,
+            options.tile,
+        )
+    }
+
+    /// 2D correlation on the GPU: `out[y, x, c] = sum_{i,j} mask[i, j] *
+    /// in[y + i - rows/2 - origin[0], x + j - cols/2 - origin[1], c]`, ghost cells by
+    /// `options.mode`. Takes `H x W` or interleaved `H x W x C` arrays of any layout.
+    ///
+    /// ```no_run
+    /// use conv_host::{Conv2dOptions, Engine, BoundaryMode};
+    /// let engine = Engine::new()?;
+    /// let rgb = ndarray::Array3::<f32>::ones((480, 640, 3));
+    /// let box3 = ndarray::Array2::from_elem((3, 3), 1.0 / 9.0);
+    /// let options = Conv2dOptions { mode: BoundaryMode::Nearest, ..Default::default() };
+    /// let blurred = engine.correlate2d(&rgb, &box3, &options)?;
+    /// # Ok::<(), conv_host::ConvError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`],
+    /// [`ConvError::InvalidLaunch`], [`ConvError::OutOfMemory`], [`ConvError::Driver`]. An empty
+    /// image (any side 0, zero channels included) gives an empty output.
+    pub fn correlate2d<S, T, D>(
+        &self,
+        image: &ArrayBase<S, D>,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+    ) -> Result<Array<f32, D>>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+        D: ImageDim,
+    {
+        let mut output = Array::zeros(image.raw_dim());
+        self.filter2d(image, mask, options, false, output.view_mut())?;
+        Ok(output)
+    }
+
+    /// [`Engine::correlate2d`] into a caller's view of the image's shape.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate2d`], plus [`ConvError::ShapeMismatch`] and
+    /// [`ConvError::OverlappingOutput`].
+    pub fn correlate2d_into<S, T, D>(
+        &self,
+        image: &ArrayBase<S, D>,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+        output: ArrayViewMut<'_, f32, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+        D: ImageDim,
+    {
+        self.filter2d(image, mask, options, false, output)
+    }
+
+    /// 2D convolution on the GPU: correlation with the mask flipped on both axes, as
+    /// `scipy.ndimage.convolve`.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate2d`].
+    pub fn convolve2d<S, T, D>(
+        &self,
+        image: &ArrayBase<S, D>,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+    ) -> Result<Array<f32, D>>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+        D: ImageDim,
+    {
+        let mut output = Array::zeros(image.raw_dim());
+        self.filter2d(image, mask, options, true, output.view_mut())?;
+        Ok(output)
+    }
+
+    /// [`Engine::convolve2d`] into a caller's view of the image's shape.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate2d_into`].
+    pub fn convolve2d_into<S, T, D>(
+        &self,
+        image: &ArrayBase<S, D>,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+        output: ArrayViewMut<'_, f32, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+        D: ImageDim,
+    {
+        self.filter2d(image, mask, options, true, output)
+    }
+
+    fn filter2d<S, T, D>(
+        &self,
+        image: &ArrayBase<S, D>,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+        flip: bool,
+        output: ArrayViewMut<'_, f32, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+        D: ImageDim,
+    {
+        check_output(image, &output)?;
+        let mask = orient2d(mask, options.origin, flip)?;
+        let (height, width, channels) = D::image_shape(image.shape());
+        let plan = self.plan2d((mask.rows, mask.cols), channels, options)?;
+        let clamp = clamp_bounds(options.clamp)?;
+        if image.is_empty() {
+            return Ok(());
+        }
+        let pitch = (width * channels).next_multiple_of(PITCH_ALIGNMENT);
+        let packed = pack_pitched(image, pitch);
+        let mut result = vec![0.0f32; height * pitch];
+        let shape = ImageShape {
+            height,
+            width,
+            channels,
+            pitch,
+        };
+        self.launch2d(
+            &packed,
+            shape,
+            &mask,
+            options.mode,
+            clamp,
+            &plan,
+            &mut result,
+        )?;
+        unpack_pitched(&result, pitch, output);
+        Ok(())
+    }
+
+    /// Uploads a pitched image, launches `plan` over as many grids as the height needs, and
+    /// downloads the pitched result into `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn launch2d(
+        &self,
+        image: &[f32],
+        shape: ImageShape,
+        mask: &Mask2d,
+        mode: BoundaryMode,
+        (clamp_lo, clamp_hi): (f32, f32),
+        plan: &LaunchPlan,
+        out: &mut [f32],
+    ) -> Result<()> {
+        let to_u32 =
+            |v: usize| u32::try_from(v).map_err(|_| ConvError::TooLarge { len: image.len() });
+        let (height, width, channels) = (
+            to_u32(shape.height)?,
+            to_u32(shape.width)?,
+            to_u32(shape.channels)?,
+        );
+        let (mask_h, mask_w) = (to_u32(mask.rows)?, to_u32(mask.cols)?);
+        let session = self.session();
+        let device = session.device();
+        let elements = (shape.width * shape.channels) as u64;
+        let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
+        let blocks_y = u64::from(height).div_ceil(u64::from(plan.output_tile.1));
+        if blocks_x > u64::from(device.max_grid_dim.0) {
+            return Err(ConvError::TooLarge { len: image.len() });
+        }
+        let mask_bytes = if plan.mask_in_constant_memory {
+            0
+        } else {
+            mask.values.len() * 4
+        };
+        session.reserve(2 * image.len() * 4 + mask_bytes)?;
+        let device_input = session.upload(image)?;
+        let mut device_output = session.alloc_poisoned(image.len())?;
+        let device_mask = if plan.mask_in_constant_memory {
+            session.set_constant_mask(&mask.values)?;
+            None
+        } else {
+            Some(session.upload(&mask.values)?)
+        };
+        let (mode, cval) = mode.code_and_cval();
+        let max_grid_y = u64::from(device.max_grid_dim.1.max(1));
+        let mut block_offset_y = 0;
+        while block_offset_y < blocks_y {
+            let count = (blocks_y - block_offset_y).min(max_grid_y);
+            let params = Conv2dParams {
+                pitch: shape.pitch as u64,
+                height,
+                width,
+                channels,
+                mask_h,
+                mask_w,
+                top: mask.top as u32,
+                left: mask.left as u32,
+                out_tile_w: plan.output_tile.0,
+                out_tile_h: plan.output_tile.1,
+                block_offset_y: block_offset_y as u32,
+                mode,
+                cval,
+                clamp_lo,
+                clamp_hi,
+            };
+            let config = LaunchConfig {
+                grid_dim: (blocks_x as u32, count as u32, 1),
+                block_dim: (plan.block.0, plan.block.1, 1),
+                shared_mem_bytes: plan.shared_memory_bytes,
+            };
+            // Contract of every conv2d kernel: both buffers hold `height` rows of `pitch >=
+            // width * channels` elements (uploaded and allocated above), the mask holds
+            // `mask_h * mask_w` taps (in MASK or `device_mask`), shared memory and output tile
+            // as `plan` computed for this design, `top < mask_h` and `left < mask_w`.
+            session.launch(plan.entry_point, config, |args| {
+                args.arg(&device_input);
+                if let Some(mask) = &device_mask {
+                    args.arg(mask);
+                }
+                args.arg(&mut device_output);
+                args.arg(&params);
+            })?;
+            block_offset_y += count;
+        }
+        session.download(&device_output, out)
+    }
+}
+
+/// Geometry of a pitched, interleaved image.
+#[derive(Clone, Copy)]
+struct ImageShape {
+    height: usize,
+    width: usize,
+    channels: usize,
+    pitch: usize,
+}

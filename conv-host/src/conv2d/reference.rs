@@ -1,0 +1,81 @@
+//! The f64 CPU reference of 2D correlation and convolution.
+
+use super::{Conv2dOptions, ImageDim, orient2d};
+use crate::conv1d::reference::{clamp_output, fold, ghost_value};
+use crate::error::Result;
+use crate::options::clamp_bounds;
+use ndarray::{Array, ArrayBase, Data, Ix2};
+
+fn filter2d<S, T, D>(
+    image: &ArrayBase<S, D>,
+    mask: &ArrayBase<T, Ix2>,
+    options: &Conv2dOptions,
+    flip: bool,
+) -> Result<Array<f64, D>>
+where
+    S: Data<Elem = f32>,
+    T: Data<Elem = f32>,
+    D: ImageDim,
+{
+    let mask = orient2d(mask, options.origin, flip)?;
+    let bounds = clamp_bounds(options.clamp)?;
+    let cval = ghost_value(options.mode);
+    let (height, width, channels) = D::image_shape(image.shape());
+    let pixels: Vec<f64> = image.iter().map(|&v| f64::from(v)).collect();
+    let mut out = Vec::with_capacity(pixels.len());
+    for y in 0..height as i64 {
+        for x in 0..width as i64 {
+            for c in 0..channels {
+                let mut sum = 0.0;
+                for i in 0..mask.rows {
+                    let row = fold(y + i as i64 - mask.top as i64, height, options.mode);
+                    for j in 0..mask.cols {
+                        let col = fold(x + j as i64 - mask.left as i64, width, options.mode);
+                        let value = match (row, col) {
+                            (Some(r), Some(k)) => pixels[(r * width + k) * channels + c],
+                            _ => cval,
+                        };
+                        sum += f64::from(mask.values[i * mask.cols + j]) * value;
+                    }
+                }
+                out.push(clamp_output(sum, bounds));
+            }
+        }
+    }
+    Ok(Array::from_shape_vec(image.raw_dim(), out).expect("one output per input element"))
+}
+
+/// CPU twin of [`crate::Engine::correlate2d`], accumulating in f64. `options.kernel` and
+/// `options.tile` are ignored.
+///
+/// # Errors
+/// The option errors of the GPU call.
+pub fn correlate2d<S, T, D>(
+    image: &ArrayBase<S, D>,
+    mask: &ArrayBase<T, Ix2>,
+    options: &Conv2dOptions,
+) -> Result<Array<f64, D>>
+where
+    S: Data<Elem = f32>,
+    T: Data<Elem = f32>,
+    D: ImageDim,
+{
+    filter2d(image, mask, options, false)
+}
+
+/// CPU twin of [`crate::Engine::convolve2d`], accumulating in f64.
+///
+/// # Errors
+/// As [`correlate2d`].
+pub fn convolve2d<S, T, D>(
+    image: &ArrayBase<S, D>,
+    mask: &ArrayBase<T, Ix2>,
+    options: &Conv2dOptions,
+) -> Result<Array<f64, D>>
+where
+    S: Data<Elem = f32>,
+    T: Data<Elem = f32>,
+    D: ImageDim,
+{
+    filter2d(image, mask, options, true)
+}

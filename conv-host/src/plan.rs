@@ -1,0 +1,94 @@
+//! Launch planning shared by the operations: kernel choice and checks against the device.
+
+use crate::engine::DeviceInfo;
+use crate::error::{ConvError, Result};
+use crate::options::Kernel;
+
+/// What a call will launch on this device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LaunchPlan {
+    /// The design that runs (never `Auto`).
+    pub kernel: Kernel,
+    /// The PTX entry point.
+    pub entry_point: &'static str,
+    /// Threads per block along x (along a row) and y (down the rows; 1 in 1D).
+    pub block: (u32, u32),
+    /// Output elements per block along x and y; smaller than `block` in the textbook's 2D tiled
+    /// design, where the block covers the input tile.
+    pub output_tile: (u32, u32),
+    /// Dynamic shared memory per block, in bytes.
+    pub shared_memory_bytes: u32,
+    /// Whether the mask is read from constant memory (else from global memory).
+    pub mask_in_constant_memory: bool,
+}
+
+/// The entry points of one kernel family (1D or 2D).
+pub(crate) struct EntryPoints {
+    pub(crate) basic: &'static str,
+    pub(crate) constant: &'static str,
+    pub(crate) tiled: &'static str,
+    pub(crate) tiled_global_mask: &'static str,
+    pub(crate) tiled_l2: &'static str,
+    pub(crate) tiled_l2_global_mask: &'static str,
+}
+
+impl EntryPoints {
+    /// The design `Auto` stands for, and its entry point for a mask that does (`fits`) or does
+    /// not fit the constant-memory symbol.
+    pub(crate) fn select(&self, kernel: Kernel, fits: bool) -> (Kernel, &'static str) {
+        let kernel = match kernel {
+            Kernel::Auto if fits => Kernel::ConstantMask,
+            Kernel::Auto => Kernel::Basic,
+            chosen => chosen,
+        };
+        let entry = match (kernel, fits) {
+            (Kernel::ConstantMask, true) => self.constant,
+            (Kernel::Tiled, true) => self.tiled,
+            (Kernel::Tiled, false) => self.tiled_global_mask,
+            (Kernel::TiledL2, true) => self.tiled_l2,
+            (Kernel::TiledL2, false) => self.tiled_l2_global_mask,
+            _ => self.basic,
+        };
+        (kernel, entry)
+    }
+}
+
+/// Checks a block shape and its shared memory against the device's limits.
+pub(crate) fn check_block(
+    device: &DeviceInfo,
+    entry_point: &'static str,
+    block: (u32, u32),
+    shared_bytes: u64,
+) -> Result<()> {
+    let invalid = |reason: String| ConvError::InvalidLaunch {
+        kernel: entry_point,
+        reason,
+    };
+    let (x, y) = block;
+    if x == 0 || y == 0 {
+        return Err(invalid(format!(
+            "tile {x} x {y}: every side needs at least 1 thread"
+        )));
+    }
+    let (max_x, max_y) = device.max_block_dim;
+    if x > max_x || y > max_y {
+        return Err(invalid(format!(
+            "tile {x} x {y} exceeds the device's block limits {max_x} x {max_y}"
+        )));
+    }
+    if u64::from(x) * u64::from(y) > u64::from(device.max_threads_per_block) {
+        return Err(invalid(format!(
+            "tile {x} x {y} has {} threads, over the device's {} per block",
+            u64::from(x) * u64::from(y),
+            device.max_threads_per_block
+        )));
+    }
+    if shared_bytes > u64::from(device.max_shared_memory_per_block) {
+        return Err(invalid(format!(
+            "tile {x} x {y} with this mask needs {shared_bytes} bytes of shared memory, over the \
+             device's {} per block; use a smaller tile or Kernel::TiledL2",
+            device.max_shared_memory_per_block
+        )));
+    }
+    Ok(())
+}
