@@ -21,7 +21,8 @@ fn rectangular_even_mask_in_every_mode() {
     // x = 1..12 as 3 x 4, w = [[1, 2, 0], [0, 1, -1]] (2 x 3: anchor row 1, column 1).
     // Constant out[0,0]: row -1 is ghost (0); row 0 gives 1*x[0,0] - 1*x[0,1] = 1 - 2 = -1.
     let w = array![[1.0f32, 2.0, 0.0], [0.0, 1.0, -1.0]];
-    let cases: [(BoundaryMode, [[f64; 4]; 3], [[f64; 4]; 3]); 6] = [
+    type Grid = [[f64; 4]; 3];
+    let cases: [(BoundaryMode, Grid, Grid); 6] = [
         (
             BoundaryMode::Constant(0.0),
             [[-1., -1., -1., 4.], [1., 4., 7., 19.], [9., 16., 19., 35.]],

@@ -3,7 +3,7 @@
 
 use approx::relative_eq;
 use conv_host::{BoundaryMode, Conv1dOptions, Engine, reference};
-use ndarray::{Array1, ArrayView1};
+use ndarray::{Array, Array1, ArrayView, ArrayView1, Dimension};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
@@ -36,10 +36,10 @@ pub fn random_vec(rng: &mut StdRng, len: usize) -> Array1<f32> {
 /// Asserts `actual` matches `expected` elementwise within `TOLERANCE`, relative to the sum of
 /// the magnitudes of the products (`magnitude`), which bounds the rounding of an f32 sum even
 /// where terms cancel. NaN must match NaN.
-pub fn assert_close(
-    actual: ArrayView1<f32>,
-    expected: ArrayView1<f64>,
-    magnitude: ArrayView1<f64>,
+pub fn assert_close<D: Dimension>(
+    actual: ArrayView<f32, D>,
+    expected: ArrayView<f64, D>,
+    magnitude: ArrayView<f64, D>,
     what: &str,
 ) {
     assert_eq!(actual.len(), expected.len(), "{what}: length");
@@ -93,4 +93,28 @@ pub fn all_modes() -> [BoundaryMode; 6] {
         BoundaryMode::Mirror,
         BoundaryMode::Wrap,
     ]
+}
+
+/// The 2D reference magnitude: the same correlation over |image| and |mask|.
+pub fn magnitude2d<D: conv_host::ImageDim>(
+    image: ArrayView<f32, D>,
+    mask: ndarray::ArrayView2<f32>,
+    options: &conv_host::Conv2dOptions,
+    convolve: bool,
+) -> Array<f64, D> {
+    let abs_options = conv_host::Conv2dOptions {
+        mode: match options.mode {
+            BoundaryMode::Constant(c) => BoundaryMode::Constant(c.abs()),
+            other => other,
+        },
+        clamp: None,
+        ..*options
+    };
+    let (image, mask) = (image.mapv(f32::abs), mask.mapv(f32::abs));
+    let result = if convolve {
+        reference::convolve2d(&image, &mask, &abs_options)
+    } else {
+        reference::correlate2d(&image, &mask, &abs_options)
+    };
+    result.expect("valid options")
 }
