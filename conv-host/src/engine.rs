@@ -2,12 +2,13 @@
 
 use crate::abi::MASK_CAPACITY;
 use crate::error::{ConvError, DriverContext, Result};
-use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute, CUresult};
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DriverError,
     LaunchArgs, LaunchConfig,
 };
 use cudarc::nvrtc::Ptx;
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -72,6 +73,7 @@ pub struct Engine {
     stream: Arc<CudaStream>,
     context: Arc<CudaContext>,
     exclusive: Mutex<()>,
+    last_kernel_ms: Mutex<Option<f32>>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -134,12 +136,23 @@ impl Engine {
             stream,
             context,
             exclusive: Mutex::new(()),
+            last_kernel_ms: Mutex::new(None),
         })
     }
 
     /// The device this engine runs on.
     pub fn device(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// GPU time, in milliseconds, of the kernels of the most recent operation on this engine
+    /// (all its launches; transfers excluded), measured with CUDA events. `None` before the
+    /// first operation, or when the most recent one launched no kernel.
+    pub fn last_kernel_time_ms(&self) -> Option<f32> {
+        *self
+            .last_kernel_ms
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Exclusive use of the stream and the constant-memory mask for one operation.
@@ -152,6 +165,7 @@ impl Engine {
         Session {
             engine: self,
             _guard: guard,
+            kernel_ms: Cell::new(None),
         }
     }
 }
@@ -197,6 +211,18 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
 pub(crate) struct Session<'e> {
     engine: &'e Engine,
     _guard: MutexGuard<'e, ()>,
+    kernel_ms: Cell<Option<f32>>,
+}
+
+impl Drop for Session<'_> {
+    fn drop(&mut self) {
+        let mut last = self
+            .engine
+            .last_kernel_ms
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *last = self.kernel_ms.get();
+    }
 }
 
 impl Session<'_> {
@@ -298,12 +324,20 @@ impl Session<'_> {
                 config.grid_dim, config.block_dim, config.shared_mem_bytes
             )
         };
-        let mut builder = self.engine.stream.launch_builder(function);
+        let stream = &self.engine.stream;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let start = stream.record_event(timing).context(describe)?;
+        let mut builder = stream.launch_builder(function);
         push_args(&mut builder);
         // SAFETY: each operation module documents, beside its launch, how arguments and
         // configuration satisfy the kernel's contract.
         unsafe { builder.launch(config) }.context(describe)?;
-        self.engine.stream.synchronize().context(describe)
+        let end = stream.record_event(timing).context(describe)?;
+        stream.synchronize().context(describe)?;
+        let elapsed = start.elapsed_ms(&end).context(describe)?;
+        self.kernel_ms
+            .set(Some(self.kernel_ms.get().unwrap_or(0.0) + elapsed));
+        Ok(())
     }
 
     /// Copies a device buffer into `out` (same length) and waits for it.

@@ -83,6 +83,16 @@ pub enum ConvError {
         /// Upper bound.
         hi: f32,
     },
+    /// A mask parameter out of its domain (a Gaussian's sigma or truncate, a box's size).
+    #[error("invalid {name} {value}: {expected}")]
+    InvalidParameter {
+        /// The parameter.
+        name: &'static str,
+        /// The value given.
+        value: f64,
+        /// What the parameter must be.
+        expected: &'static str,
+    },
     /// An input too long for this build's indexing (more elements than `i64::MAX`).
     #[error("input of {len} elements is too large")]
     TooLarge {

@@ -30,8 +30,10 @@ mod conv1d;
 mod conv2d;
 mod engine;
 mod error;
+mod gaussian;
 mod layout;
 mod mask;
+pub mod masks;
 mod options;
 mod plan;
 
@@ -51,4 +53,5 @@ pub const KERNELS_PTX: &str = engine::KERNELS_PTX;
 pub mod reference {
     pub use crate::conv1d::reference::{convolve1d, correlate1d};
     pub use crate::conv2d::reference::{convolve2d, correlate2d};
+    pub use crate::gaussian::gaussian_filter;
 }

@@ -1,0 +1,86 @@
+//! Mask builders: Gaussian (as `scipy.ndimage.gaussian_filter` defines it), box, sharpen.
+
+use crate::error::{ConvError, Result};
+use ndarray::{Array1, Array2};
+
+/// SciPy's default `truncate`: the Gaussian is cut at 4 standard deviations.
+pub const DEFAULT_TRUNCATE: f32 = 4.0;
+
+/// The radius SciPy uses for `sigma` and `truncate`: `int(truncate * sigma + 0.5)`.
+///
+/// # Errors
+/// [`ConvError::InvalidParameter`] for a negative or non-finite `sigma` or `truncate`.
+pub fn gaussian_radius(sigma: f32, truncate: f32) -> Result<usize> {
+    if !(sigma.is_finite() && sigma >= 0.0) {
+        return Err(ConvError::InvalidParameter {
+            name: "sigma",
+            value: f64::from(sigma),
+            expected: "a finite standard deviation >= 0",
+        });
+    }
+    if !(truncate.is_finite() && truncate >= 0.0) {
+        return Err(ConvError::InvalidParameter {
+            name: "truncate",
+            value: f64::from(truncate),
+            expected: "a finite number of standard deviations >= 0",
+        });
+    }
+    Ok((f64::from(truncate) * f64::from(sigma) + 0.5) as usize)
+}
+
+/// A normalised 1D Gaussian of `2 * radius + 1` taps, `exp(-x^2 / (2 sigma^2))` for
+/// `x = -radius..=radius`, computed in f64 as SciPy does. `sigma = 0` gives the identity `[1]`.
+///
+/// ```
+/// let g = conv_host::masks::gaussian1d(1.0, 4.0).unwrap();
+/// assert_eq!(g.len(), 9);
+/// assert!((g.sum() - 1.0).abs() < 1e-6);
+/// ```
+///
+/// # Errors
+/// As [`gaussian_radius`].
+pub fn gaussian1d(sigma: f32, truncate: f32) -> Result<Array1<f32>> {
+    let radius = gaussian_radius(sigma, truncate)?;
+    if sigma == 0.0 {
+        return Ok(Array1::ones(1));
+    }
+    let variance = f64::from(sigma).powi(2);
+    let r = radius as i64;
+    let weights: Vec<f64> = (-r..=r)
+        .map(|x| (-0.5 * (x * x) as f64 / variance).exp())
+        .collect();
+    let total: f64 = weights.iter().sum();
+    Ok(weights.iter().map(|w| (w / total) as f32).collect())
+}
+
+/// The 2D Gaussian with the same sigma on both axes: the outer product of two
+/// [`gaussian1d`] masks, so correlating with it equals SciPy's `gaussian_filter` on an image.
+///
+/// # Errors
+/// As [`gaussian_radius`].
+pub fn gaussian2d(sigma: f32, truncate: f32) -> Result<Array2<f32>> {
+    let g = gaussian1d(sigma, truncate)?;
+    let n = g.len();
+    Ok(Array2::from_shape_fn((n, n), |(i, j)| g[i] * g[j]))
+}
+
+/// A `rows x cols` box (mean) filter: every tap `1 / (rows * cols)`.
+///
+/// # Errors
+/// [`ConvError::InvalidParameter`] for a zero side.
+pub fn box2d(rows: usize, cols: usize) -> Result<Array2<f32>> {
+    if rows == 0 || cols == 0 {
+        return Err(ConvError::InvalidParameter {
+            name: "box size",
+            value: rows.min(cols) as f64,
+            expected: "at least 1 x 1",
+        });
+    }
+    Ok(Array2::from_elem((rows, cols), 1.0 / (rows * cols) as f32))
+}
+
+/// The 3 x 3 sharpening mask `[[0, -1, 0], [-1, 5, -1], [0, -1, 0]]` (identity plus a
+/// Laplacian); its taps sum to 1, so flat regions keep their value.
+pub fn sharpen() -> Array2<f32> {
+    ndarray::array![[0.0, -1.0, 0.0], [-1.0, 5.0, -1.0], [0.0, -1.0, 0.0]]
+}

@@ -1,0 +1,196 @@
+//! Runs the blur example end to end, as a user would: on the CPU path here (CI has no GPU), and
+//! on the GPU where there is one.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The example binary beside this test's directory: `target/<profile>/examples/blur` for
+/// `target/<profile>/deps/<test>`, and `gpu-stage/examples/blur` for `gpu-stage/tests/<test>`.
+fn blur_binary() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let root = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary inside a directory");
+    let binary = root
+        .join("examples")
+        .join(format!("blur{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is missing: build the examples (cargo test builds them)",
+        binary.display()
+    );
+    binary
+}
+
+fn run_blur(args: &[&str]) -> String {
+    let output = Command::new(blur_binary())
+        .args(args)
+        .output()
+        .expect("run the blur example");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "blur {args:?} failed: {stdout}{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    stdout
+}
+
+/// Sum of absolute differences between horizontal and vertical neighbours, over all channels.
+fn total_variation(image: &image::DynamicImage) -> u64 {
+    let pixels = image.to_rgba8();
+    let (w, h) = pixels.dimensions();
+    let mut total = 0u64;
+    for y in 0..h {
+        for x in 0..w {
+            let here = pixels.get_pixel(x, y).0;
+            for (nx, ny) in [(x + 1, y), (x, y + 1)] {
+                if nx < w && ny < h {
+                    let there = pixels.get_pixel(nx, ny).0;
+                    total += here
+                        .iter()
+                        .zip(there)
+                        .map(|(&a, b)| u64::from(a.abs_diff(b)))
+                        .sum::<u64>();
+                }
+            }
+        }
+    }
+    total
+}
+
+fn temp_dir(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("blur-example-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temporary directory");
+    dir
+}
+
+#[test]
+fn blur_example_on_the_builtin_image_is_smoother() {
+    let dir = temp_dir("builtin");
+    let (original, blurred) = (dir.join("original.png"), dir.join("blurred.png"));
+    // sigma 0 is the identity: it writes the built-in image itself.
+    run_blur(&[
+        "--cpu",
+        "--sigma",
+        "0",
+        "--output",
+        original.to_str().unwrap(),
+    ]);
+    let stdout = run_blur(&["--cpu", "--output", blurred.to_str().unwrap()]);
+    assert!(
+        stdout.contains(&format!("wrote {}", blurred.display())),
+        "{stdout}"
+    );
+    let (original, blurred) = (
+        image::open(original).unwrap(),
+        image::open(blurred).unwrap(),
+    );
+    assert_eq!(
+        (blurred.width(), blurred.height()),
+        (original.width(), original.height())
+    );
+    assert_eq!(blurred.color(), image::ColorType::Rgb8);
+    let (before, after) = (total_variation(&original), total_variation(&blurred));
+    assert!(
+        after * 2 < before,
+        "total variation {before} -> {after}: not smoother"
+    );
+}
+
+#[test]
+fn blur_example_keeps_grey_and_alpha_inputs() {
+    let dir = temp_dir("formats");
+    for (name, image) in [
+        (
+            "grey.png",
+            image::DynamicImage::ImageLuma8(image::GrayImage::from_fn(45, 31, |x, y| {
+                image::Luma([((x * 37 + y * 91) % 256) as u8])
+            })),
+        ),
+        (
+            "rgba.png",
+            image::DynamicImage::ImageRgba8(image::RgbaImage::from_fn(33, 20, |x, y| {
+                image::Rgba([(x * 7) as u8, (y * 13) as u8, ((x ^ y) * 29) as u8, 200])
+            })),
+        ),
+    ] {
+        let (input, output) = (dir.join(name), dir.join(format!("out-{name}")));
+        image.save(&input).unwrap();
+        run_blur(&[
+            "--cpu",
+            "--input",
+            input.to_str().unwrap(),
+            "--output",
+            output.to_str().unwrap(),
+            "--sigma",
+            "1.5",
+            "--mode",
+            "mirror",
+        ]);
+        let blurred = image::open(&output).unwrap();
+        assert_eq!(blurred.color(), image.color(), "{name}");
+        assert_eq!(
+            (blurred.width(), blurred.height()),
+            (image.width(), image.height())
+        );
+        assert!(
+            total_variation(&blurred) < total_variation(&image),
+            "{name}: not smoother"
+        );
+    }
+}
+
+#[test]
+fn blur_example_rejects_bad_arguments() {
+    for args in [
+        &["--sigma", "-1", "--cpu"][..],
+        &["--mode", "sideways"],
+        &["--tile", "32"],
+    ] {
+        let status = Command::new(blur_binary())
+            .args(args)
+            .arg("--output")
+            .arg(temp_dir("bad").join("x.png"))
+            .output()
+            .unwrap()
+            .status;
+        assert!(!status.success(), "{args:?} should fail");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn blur_example_on_the_gpu_matches_the_cpu() {
+    let dir = temp_dir("gpu");
+    let (gpu, cpu) = (dir.join("gpu.png"), dir.join("cpu.png"));
+    for kernel in ["basic", "constant", "tiled", "tiled-l2"] {
+        let stdout = run_blur(&[
+            "--require-gpu",
+            "--kernel",
+            kernel,
+            "--output",
+            gpu.to_str().unwrap(),
+        ]);
+        assert!(
+            stdout.contains("kernel time:") && stdout.contains("GB/s"),
+            "{stdout}"
+        );
+        println!("{stdout}");
+        run_blur(&["--cpu", "--output", cpu.to_str().unwrap()]);
+        let (gpu, cpu) = (
+            image::open(&gpu).unwrap().to_rgb8(),
+            image::open(&cpu).unwrap().to_rgb8(),
+        );
+        // f32 on the GPU against f64 on the CPU: at most one 8-bit step apart after rounding.
+        let worst = gpu
+            .as_raw()
+            .iter()
+            .zip(cpu.as_raw())
+            .map(|(a, b)| a.abs_diff(*b))
+            .max()
+            .unwrap();
+        assert!(worst <= 1, "{kernel}: GPU and CPU differ by {worst} levels");
+    }
+}
