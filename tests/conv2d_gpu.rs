@@ -351,13 +351,27 @@ fn clamp_into_views_and_errors() {
 fn gaussian_filter_matches_the_separable_reference() {
     let (mut rng, _) = rng("gaussian");
     let image = random_array3(&mut rng, (101, 77, 3));
-    for (sigma, mode) in [(0.8, BoundaryMode::Reflect), (2.5, BoundaryMode::Constant(0.3)), (4.0, BoundaryMode::Wrap)] {
-        let options = Conv2dOptions { mode, ..Default::default() };
+    for (sigma, mode) in [
+        (0.8, BoundaryMode::Reflect),
+        (2.5, BoundaryMode::Constant(0.3)),
+        (4.0, BoundaryMode::Wrap),
+    ] {
+        let options = Conv2dOptions {
+            mode,
+            ..Default::default()
+        };
         let expected = conv_host::reference::gaussian_filter(&image, sigma, 4.0, &options).unwrap();
-        let got = engine().gaussian_filter(&image, sigma, 4.0, &options).unwrap();
+        let got = engine()
+            .gaussian_filter(&image, sigma, 4.0, &options)
+            .unwrap();
         let mask = conv_host::masks::gaussian2d(sigma, 4.0).unwrap();
         let magnitude = magnitude2d(image.view(), mask.view(), &options, false);
-        assert_close(got.view(), expected.view(), magnitude.view(), "gaussian_filter");
+        assert_close(
+            got.view(),
+            expected.view(),
+            magnitude.view(),
+            "gaussian_filter",
+        );
     }
     assert!(matches!(
         engine().gaussian_filter(&image, -1.0, 4.0, &Conv2dOptions::default()),

@@ -155,6 +155,34 @@ impl Engine {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Benchmark support: times `runs` device-to-device copies of `len` `f32` (one buffer to
+    /// another, on the engine's stream) with CUDA events, in milliseconds. The copy bandwidth,
+    /// `2 * 4 * len / time` (bytes read plus bytes written), is the memory roofline a
+    /// convolution kernel, which reads its input and writes its output once, can approach.
+    ///
+    /// # Errors
+    /// [`ConvError::OutOfMemory`], [`ConvError::Driver`].
+    pub fn time_device_copy(&self, len: usize, runs: usize) -> Result<Vec<f32>> {
+        let session = self.session();
+        session.reserve(2 * len * size_of::<f32>())?;
+        let source = session.alloc_poisoned(len)?;
+        let mut destination = session.alloc_poisoned(len)?;
+        let stream = &self.stream;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let describe = || format!("device-to-device copy of {len} floats");
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let start = stream.record_event(timing).context(describe)?;
+            stream
+                .memcpy_dtod(&source, &mut destination)
+                .context(describe)?;
+            let end = stream.record_event(timing).context(describe)?;
+            end.synchronize().context(describe)?;
+            times.push(start.elapsed_ms(&end).context(describe)?);
+        }
+        Ok(times)
+    }
+
     /// Exclusive use of the stream and the constant-memory mask for one operation.
     pub(crate) fn session(&self) -> Session<'_> {
         // A panic elsewhere while holding the lock leaves no state behind that needs repair.
@@ -338,6 +366,11 @@ impl Session<'_> {
         self.kernel_ms
             .set(Some(self.kernel_ms.get().unwrap_or(0.0) + elapsed));
         Ok(())
+    }
+
+    /// Kernel time of this session's launches so far, in milliseconds.
+    pub(crate) fn kernel_ms(&self) -> f32 {
+        self.kernel_ms.get().unwrap_or(0.0)
     }
 
     /// Copies a device buffer into `out` (same length) and waits for it.

@@ -113,7 +113,7 @@ impl Engine {
         T: Data<Elem = f32>,
     {
         let mut output = Array1::zeros(input.len());
-        self.filter1d(input, mask, options, false, output.view_mut())?;
+        self.filter1d(input, mask, options, false, output.view_mut(), 1)?;
         Ok(output)
     }
 
@@ -133,7 +133,8 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        self.filter1d(input, mask, options, false, output)
+        self.filter1d(input, mask, options, false, output, 1)
+            .map(drop)
     }
 
     /// 1D convolution on the GPU: correlation with the flipped mask, as
@@ -152,7 +153,7 @@ impl Engine {
         T: Data<Elem = f32>,
     {
         let mut output = Array1::zeros(input.len());
-        self.filter1d(input, mask, options, true, output.view_mut())?;
+        self.filter1d(input, mask, options, true, output.view_mut(), 1)?;
         Ok(output)
     }
 
@@ -171,7 +172,30 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        self.filter1d(input, mask, options, true, output)
+        self.filter1d(input, mask, options, true, output, 1)
+            .map(drop)
+    }
+
+    /// Benchmark support: the correlation of [`Engine::correlate1d`], with the kernel run
+    /// `runs` times on the same device buffers. Returns the output and each run's kernel time in
+    /// milliseconds (CUDA events); the output buffer is poisoned with NaN once, before the runs.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate1d`].
+    pub fn time_correlate1d<S, T>(
+        &self,
+        input: &ArrayBase<S, Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+        runs: usize,
+    ) -> Result<(Array1<f32>, Vec<f32>)>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+    {
+        let mut output = Array1::zeros(input.len());
+        let times = self.filter1d(input, mask, options, false, output.view_mut(), runs.max(1))?;
+        Ok((output, times))
     }
 
     fn filter1d<S, T>(
@@ -181,7 +205,8 @@ impl Engine {
         options: &Conv1dOptions,
         flip: bool,
         output: ArrayViewMut1<'_, f32>,
-    ) -> Result<()>
+        runs: usize,
+    ) -> Result<Vec<f32>>
     where
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
@@ -191,15 +216,20 @@ impl Engine {
         let plan = self.plan1d(taps.values.len(), options)?;
         let clamp = clamp_bounds(options.clamp)?;
         if input.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let data = row_major(input);
+        let mut times = Vec::new();
         fill_output(output, |out| {
-            self.launch1d(&data, &taps, options.mode, clamp, &plan, out)
-        })
+            times = self.launch1d(&data, &taps, options.mode, clamp, &plan, out, runs)?;
+            Ok(())
+        })?;
+        Ok(times)
     }
 
-    /// Uploads, launches `plan` over as many grids as the length needs, downloads into `out`.
+    /// Uploads, launches `plan` `runs` times over as many grids as the length needs, downloads
+    /// into `out`; returns each run's kernel time in milliseconds.
+    #[allow(clippy::too_many_arguments)]
     fn launch1d(
         &self,
         input: &[f32],
@@ -208,7 +238,8 @@ impl Engine {
         (clamp_lo, clamp_hi): (f32, f32),
         plan: &LaunchPlan,
         out: &mut [f32],
-    ) -> Result<()> {
+        runs: usize,
+    ) -> Result<Vec<f32>> {
         let len = input.len();
         if len > i64::MAX as usize / 2 {
             return Err(ConvError::TooLarge { len });
@@ -231,37 +262,43 @@ impl Engine {
         let (mode, cval) = mode.code_and_cval();
         let blocks = len.div_ceil(plan.block.0 as usize) as u64;
         let max_grid = u64::from(session.device().max_grid_dim.0.max(1));
-        let mut block_offset = 0;
-        while block_offset < blocks {
-            let count = (blocks - block_offset).min(max_grid);
-            let params = Conv1dParams {
-                len: len as u64,
-                mask_len: taps.values.len() as u64,
-                left: taps.left as u64,
-                block_offset,
-                mode,
-                cval,
-                clamp_lo,
-                clamp_hi,
-            };
-            let config = LaunchConfig {
-                grid_dim: (count as u32, 1, 1),
-                block_dim: (plan.block.0, 1, 1),
-                shared_mem_bytes: plan.shared_memory_bytes,
-            };
-            // Contract of every conv1d kernel: input and output hold `len` elements (uploaded
-            // and allocated above), the mask holds `mask_len` taps (in MASK or `device_mask`),
-            // shared memory as `plan` computed for this kernel, and `left < mask_len`.
-            session.launch(plan.entry_point, config, |args| {
-                args.arg(&device_input);
-                if let Some(mask) = &device_mask {
-                    args.arg(mask);
-                }
-                args.arg(&mut device_output);
-                args.arg(&params);
-            })?;
-            block_offset += count;
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let before = session.kernel_ms();
+            let mut block_offset = 0;
+            while block_offset < blocks {
+                let count = (blocks - block_offset).min(max_grid);
+                let params = Conv1dParams {
+                    len: len as u64,
+                    mask_len: taps.values.len() as u64,
+                    left: taps.left as u64,
+                    block_offset,
+                    mode,
+                    cval,
+                    clamp_lo,
+                    clamp_hi,
+                };
+                let config = LaunchConfig {
+                    grid_dim: (count as u32, 1, 1),
+                    block_dim: (plan.block.0, 1, 1),
+                    shared_mem_bytes: plan.shared_memory_bytes,
+                };
+                // Contract of every conv1d kernel: input and output hold `len` elements (uploaded
+                // and allocated above), the mask holds `mask_len` taps (in MASK or `device_mask`),
+                // shared memory as `plan` computed for this kernel, and `left < mask_len`.
+                session.launch(plan.entry_point, config, |args| {
+                    args.arg(&device_input);
+                    if let Some(mask) = &device_mask {
+                        args.arg(mask);
+                    }
+                    args.arg(&mut device_output);
+                    args.arg(&params);
+                })?;
+                block_offset += count;
+            }
+            times.push(session.kernel_ms() - before);
         }
-        session.download(&device_output, out)
+        session.download(&device_output, out)?;
+        Ok(times)
     }
 }

@@ -208,7 +208,7 @@ impl Engine {
         D: ImageDim,
     {
         let mut output = Array::zeros(image.raw_dim());
-        self.filter2d(image, mask, options, false, output.view_mut())?;
+        self.filter2d(image, mask, options, false, output.view_mut(), 1)?;
         Ok(output)
     }
 
@@ -229,7 +229,8 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        self.filter2d(image, mask, options, false, output)
+        self.filter2d(image, mask, options, false, output, 1)
+            .map(drop)
     }
 
     /// 2D convolution on the GPU: correlation with the mask flipped on both axes, as
@@ -249,7 +250,7 @@ impl Engine {
         D: ImageDim,
     {
         let mut output = Array::zeros(image.raw_dim());
-        self.filter2d(image, mask, options, true, output.view_mut())?;
+        self.filter2d(image, mask, options, true, output.view_mut(), 1)?;
         Ok(output)
     }
 
@@ -269,7 +270,31 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        self.filter2d(image, mask, options, true, output)
+        self.filter2d(image, mask, options, true, output, 1)
+            .map(drop)
+    }
+
+    /// Benchmark support: the correlation of [`Engine::correlate2d`], with the kernel run
+    /// `runs` times on the same device buffers. Returns the output and each run's kernel time in
+    /// milliseconds (CUDA events); the output buffer is poisoned with NaN once, before the runs.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate2d`].
+    pub fn time_correlate2d<S, T, D>(
+        &self,
+        image: &ArrayBase<S, D>,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+        runs: usize,
+    ) -> Result<(Array<f32, D>, Vec<f32>)>
+    where
+        S: Data<Elem = f32>,
+        T: Data<Elem = f32>,
+        D: ImageDim,
+    {
+        let mut output = Array::zeros(image.raw_dim());
+        let times = self.filter2d(image, mask, options, false, output.view_mut(), runs.max(1))?;
+        Ok((output, times))
     }
 
     fn filter2d<S, T, D>(
@@ -279,7 +304,8 @@ impl Engine {
         options: &Conv2dOptions,
         flip: bool,
         output: ArrayViewMut<'_, f32, D>,
-    ) -> Result<()>
+        runs: usize,
+    ) -> Result<Vec<f32>>
     where
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
@@ -291,7 +317,7 @@ impl Engine {
         let plan = self.plan2d((mask.rows, mask.cols), channels, options)?;
         let clamp = clamp_bounds(options.clamp)?;
         if image.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let pitch = (width * channels).next_multiple_of(PITCH_ALIGNMENT);
         let packed = pack_pitched(image, pitch);
@@ -302,7 +328,7 @@ impl Engine {
             channels,
             pitch,
         };
-        self.launch2d(
+        let times = self.launch2d(
             &packed,
             shape,
             &mask,
@@ -310,9 +336,10 @@ impl Engine {
             clamp,
             &plan,
             &mut result,
+            runs,
         )?;
         unpack_pitched(&result, pitch, output);
-        Ok(())
+        Ok(times)
     }
 
     /// Uploads a pitched image, launches `plan` over as many grids as the height needs, and
@@ -327,7 +354,8 @@ impl Engine {
         (clamp_lo, clamp_hi): (f32, f32),
         plan: &LaunchPlan,
         out: &mut [f32],
-    ) -> Result<()> {
+        runs: usize,
+    ) -> Result<Vec<f32>> {
         let to_u32 =
             |v: usize| u32::try_from(v).map_err(|_| ConvError::TooLarge { len: image.len() });
         let (height, width, channels) = (
@@ -360,46 +388,52 @@ impl Engine {
         };
         let (mode, cval) = mode.code_and_cval();
         let max_grid_y = u64::from(device.max_grid_dim.1.max(1));
-        let mut block_offset_y = 0;
-        while block_offset_y < blocks_y {
-            let count = (blocks_y - block_offset_y).min(max_grid_y);
-            let params = Conv2dParams {
-                pitch: shape.pitch as u64,
-                height,
-                width,
-                channels,
-                mask_h,
-                mask_w,
-                top: mask.top as u32,
-                left: mask.left as u32,
-                out_tile_w: plan.output_tile.0,
-                out_tile_h: plan.output_tile.1,
-                block_offset_y: block_offset_y as u32,
-                mode,
-                cval,
-                clamp_lo,
-                clamp_hi,
-            };
-            let config = LaunchConfig {
-                grid_dim: (blocks_x as u32, count as u32, 1),
-                block_dim: (plan.block.0, plan.block.1, 1),
-                shared_mem_bytes: plan.shared_memory_bytes,
-            };
-            // Contract of every conv2d kernel: both buffers hold `height` rows of `pitch >=
-            // width * channels` elements (uploaded and allocated above), the mask holds
-            // `mask_h * mask_w` taps (in MASK or `device_mask`), shared memory and output tile
-            // as `plan` computed for this design, `top < mask_h` and `left < mask_w`.
-            session.launch(plan.entry_point, config, |args| {
-                args.arg(&device_input);
-                if let Some(mask) = &device_mask {
-                    args.arg(mask);
-                }
-                args.arg(&mut device_output);
-                args.arg(&params);
-            })?;
-            block_offset_y += count;
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let before = session.kernel_ms();
+            let mut block_offset_y = 0;
+            while block_offset_y < blocks_y {
+                let count = (blocks_y - block_offset_y).min(max_grid_y);
+                let params = Conv2dParams {
+                    pitch: shape.pitch as u64,
+                    height,
+                    width,
+                    channels,
+                    mask_h,
+                    mask_w,
+                    top: mask.top as u32,
+                    left: mask.left as u32,
+                    out_tile_w: plan.output_tile.0,
+                    out_tile_h: plan.output_tile.1,
+                    block_offset_y: block_offset_y as u32,
+                    mode,
+                    cval,
+                    clamp_lo,
+                    clamp_hi,
+                };
+                let config = LaunchConfig {
+                    grid_dim: (blocks_x as u32, count as u32, 1),
+                    block_dim: (plan.block.0, plan.block.1, 1),
+                    shared_mem_bytes: plan.shared_memory_bytes,
+                };
+                // Contract of every conv2d kernel: both buffers hold `height` rows of `pitch >=
+                // width * channels` elements (uploaded and allocated above), the mask holds
+                // `mask_h * mask_w` taps (in MASK or `device_mask`), shared memory and output tile
+                // as `plan` computed for this design, `top < mask_h` and `left < mask_w`.
+                session.launch(plan.entry_point, config, |args| {
+                    args.arg(&device_input);
+                    if let Some(mask) = &device_mask {
+                        args.arg(mask);
+                    }
+                    args.arg(&mut device_output);
+                    args.arg(&params);
+                })?;
+                block_offset_y += count;
+            }
+            times.push(session.kernel_ms() - before);
         }
-        session.download(&device_output, out)
+        session.download(&device_output, out)?;
+        Ok(times)
     }
 }
 

@@ -1,0 +1,591 @@
+//! Benchmark of every kernel against the memory roofline, on the GPU.
+//!
+//! ```sh
+//! cargo run --release --example bench                    # full run, results in bench-results/
+//! cargo run --release --example bench -- --quick         # a short run
+//! cargo run --release --example bench -- --plot-only bench-results/bench.csv
+//! ```
+//!
+//! Method: for each case, fresh random inputs (uniform in [-1, 1), never zeros), an output
+//! buffer poisoned with NaN, 3 warm-up runs and 20 timed runs of the kernel on the same device
+//! buffers (CUDA events), the median reported; then the output is checked: every element
+//! written, and 2,000 sampled positions against an f64 CPU computation. In the same run, the
+//! device-to-device copy bandwidth (bytes read + written) gives the memory roofline, and
+//! `2 x SMs x FP32 lanes per SM x clock` the FMA peak. Case names are stable across runs.
+
+mod plot;
+
+use conv_host::{Conv1dOptions, Conv2dOptions, Engine, Kernel, LaunchPlan, reference};
+use ndarray::{Array1, Array2, Array3, ArrayView1, ArrayView3};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+const WARMUP: usize = 3;
+const TIMED: usize = 20;
+const SAMPLES: usize = 2000;
+/// Cases whose CPU reference would take longer than this many multiply-adds are not timed on
+/// the CPU.
+const CPU_BUDGET: f64 = 3e8;
+
+/// One measured case: a CSV row.
+#[derive(Clone, Debug)]
+pub struct Row {
+    pub name: String,
+    pub dims: u8,
+    pub kernel: Kernel,
+    pub entry_point: &'static str,
+    pub elements: usize,
+    pub taps: usize,
+    pub mask: String,
+    pub tile: String,
+    pub kernel_ms: f64,
+    pub gbps: f64,
+    pub roofline_pct: f64,
+    pub gflops: f64,
+    pub fma_pct: f64,
+    pub end_to_end_ms: f64,
+    pub cpu_ms: Option<f64>,
+    pub reduction: Option<f64>,
+    pub max_error: f64,
+}
+
+impl Row {
+    const HEADER: &'static str = "name,dims,kernel,entry_point,elements,taps,mask,tile,kernel_ms,gbps,roofline_pct,gflops,fma_pct,end_to_end_ms,cpu_ms,speedup_kernel,speedup_end_to_end,predicted_reduction,max_rel_error";
+
+    fn csv(&self) -> String {
+        let optional = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.4}"));
+        format!(
+            "{},{},{},{},{},{},{},{},{:.5},{:.1},{:.1},{:.1},{:.1},{:.4},{},{},{},{},{:.2e}",
+            self.name,
+            self.dims,
+            self.kernel,
+            self.entry_point,
+            self.elements,
+            self.taps,
+            self.mask,
+            self.tile,
+            self.kernel_ms,
+            self.gbps,
+            self.roofline_pct,
+            self.gflops,
+            self.fma_pct,
+            self.end_to_end_ms,
+            optional(self.cpu_ms),
+            optional(self.cpu_ms.map(|c| c / self.kernel_ms)),
+            optional(self.cpu_ms.map(|c| c / self.end_to_end_ms)),
+            optional(self.reduction),
+            self.max_error,
+        )
+    }
+}
+
+/// The ceilings measured (copy) or derived (FMA) on this device.
+struct Ceilings {
+    copy_gbps: f64,
+    fma_gflops: f64,
+}
+
+struct Plan {
+    quick: bool,
+    out_dir: PathBuf,
+}
+
+fn median(mut times: Vec<f32>) -> f64 {
+    times.sort_by(f32::total_cmp);
+    let n = times.len();
+    f64::from(if n % 2 == 1 {
+        times[n / 2]
+    } else {
+        (times[n / 2 - 1] + times[n / 2]) / 2.0
+    })
+}
+
+/// FP32 lanes per SM by compute capability (CUDA programming guide, arithmetic throughput).
+fn fp32_lanes(major: i32, minor: i32) -> u32 {
+    match (major, minor) {
+        (8, 0) | (7, _) | (6, 0) => 64,
+        _ => 128,
+    }
+}
+
+fn measure_ceilings(engine: &Engine) -> Result<Ceilings, String> {
+    let len = 1 << 28; // 1 GiB per buffer: far beyond L2
+    let times = engine
+        .time_device_copy(len, WARMUP + TIMED)
+        .map_err(|e| e.to_string())?;
+    let ms = median(times[WARMUP..].to_vec());
+    let copy_gbps = 2.0 * 4.0 * len as f64 / (ms * 1e6);
+    let device = engine.device();
+    let (major, minor) = device.compute_capability;
+    let lanes = fp32_lanes(major, minor);
+    let fma_gflops = 2.0
+        * f64::from(device.multiprocessor_count)
+        * f64::from(lanes)
+        * f64::from(device.clock_rate_khz)
+        * 1e3
+        / 1e9;
+    println!(
+        "device: {} (cc {major}.{minor}, {} SMs, {:.0} MHz)",
+        device.name,
+        device.multiprocessor_count,
+        f64::from(device.clock_rate_khz) / 1e3
+    );
+    println!("copy roofline: {copy_gbps:.0} GB/s (device-to-device, 2 x 1 GiB, median of {TIMED})");
+    println!(
+        "FMA peak: {fma_gflops:.0} GFLOP/s (2 x {} SMs x {lanes} lanes x clock)",
+        device.multiprocessor_count
+    );
+    Ok(Ceilings {
+        copy_gbps,
+        fma_gflops,
+    })
+}
+
+fn random_vec(rng: &mut StdRng, len: usize) -> Vec<f32> {
+    (0..len).map(|_| rng.random_range(-1.0f32..1.0)).collect()
+}
+
+/// The textbook's predicted reduction of global-memory reads for the tiled designs
+/// (Fig. 7.22): reads of the basic kernel over reads of the tiled one, for an interior block.
+fn predicted_reduction(plan: &LaunchPlan, mask: (usize, usize), channels: usize) -> Option<f64> {
+    if !matches!(plan.kernel, Kernel::Tiled | Kernel::TiledL2) {
+        return None;
+    }
+    let (ox, oy) = (
+        plan.output_tile.0 as f64 / channels as f64,
+        f64::from(plan.output_tile.1),
+    );
+    let (mh, mw) = (mask.0 as f64, mask.1 as f64);
+    Some(ox * oy * mh * mw / ((ox + mw - 1.0) * (oy + mh - 1.0)))
+}
+
+/// Largest relative error over sampled positions, and whether every element was written.
+fn spot_check(samples: impl Iterator<Item = (f64, f64, f64)>) -> f64 {
+    samples
+        .map(|(got, expected, magnitude)| {
+            if got.is_nan() {
+                f64::INFINITY
+            } else {
+                (got - expected).abs() / magnitude.max(f64::MIN_POSITIVE)
+            }
+        })
+        .fold(0.0, f64::max)
+}
+
+fn bench_1d(
+    engine: &Engine,
+    ceilings: &Ceilings,
+    plan: &Plan,
+    rng: &mut StdRng,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    let sizes: Vec<u32> = if plan.quick {
+        vec![16, 20, 24]
+    } else {
+        (12..=28).step_by(2).collect()
+    };
+    let masks: &[usize] = if plan.quick {
+        &[3, 7, 31]
+    } else {
+        &[3, 5, 7, 9, 15, 31]
+    };
+    let tiles: &[u32] = if plan.quick {
+        &[256]
+    } else {
+        &[128, 256, 1024]
+    };
+    for &log2 in &sizes {
+        let n = 1usize << log2;
+        let input = Array1::from(random_vec(rng, n));
+        for &taps in masks {
+            let mask = Array1::from(random_vec(rng, taps));
+            let cpu_ms = (n as f64 * taps as f64 <= CPU_BUDGET).then(|| {
+                let start = Instant::now();
+                let _ = reference::correlate1d(&input, &mask, &Conv1dOptions::default());
+                start.elapsed().as_secs_f64() * 1e3
+            });
+            for kernel in Kernel::ALL {
+                for &tile in tiles {
+                    let options = Conv1dOptions {
+                        kernel,
+                        tile: Some(tile),
+                        ..Default::default()
+                    };
+                    let launch = engine.plan1d(taps, &options).map_err(|e| e.to_string())?;
+                    let (output, times) = engine
+                        .time_correlate1d(&input, &mask, &options, WARMUP + TIMED)
+                        .map_err(|e| e.to_string())?;
+                    let kernel_ms = median(times[WARMUP..].to_vec());
+                    let start = Instant::now();
+                    engine
+                        .correlate1d(&input, &mask, &options)
+                        .map_err(|e| e.to_string())?;
+                    let end_to_end_ms = start.elapsed().as_secs_f64() * 1e3;
+                    let max_error = check_1d(input.view(), mask.view(), output.view(), rng);
+                    let name = format!("1d/{kernel}/n2^{log2}/m{taps}/t{tile}");
+                    rows.push(row(
+                        name,
+                        1,
+                        &launch,
+                        n,
+                        taps,
+                        format!("{taps}"),
+                        format!("{tile}"),
+                        kernel_ms,
+                        end_to_end_ms,
+                        cpu_ms,
+                        predicted_reduction(&launch, (1, taps), 1),
+                        max_error,
+                        ceilings,
+                    ));
+                }
+            }
+        }
+        eprintln!("1d n = 2^{log2} done");
+    }
+    Ok(())
+}
+
+fn check_1d(
+    input: ArrayView1<f32>,
+    mask: ArrayView1<f32>,
+    output: ArrayView1<f32>,
+    rng: &mut StdRng,
+) -> f64 {
+    let (n, taps) = (input.len(), mask.len());
+    if output.iter().any(|v| v.is_nan()) {
+        return f64::INFINITY;
+    }
+    let positions = (0..SAMPLES).map(|k| match k {
+        0 => 0,
+        1 => n - 1,
+        _ => rng.random_range(0..n),
+    });
+    let left = taps / 2;
+    spot_check(positions.map(|i| {
+        let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
+        for (j, &w) in mask.iter().enumerate() {
+            if let Some(k) = (i + j).checked_sub(left).filter(|&k| k < n) {
+                sum += f64::from(w) * f64::from(input[k]);
+                magnitude += (f64::from(w) * f64::from(input[k])).abs();
+            }
+        }
+        (f64::from(output[i]), sum, magnitude)
+    }))
+}
+
+fn check_2d(
+    image: ArrayView3<f32>,
+    mask: &Array2<f32>,
+    output: ArrayView3<f32>,
+    rng: &mut StdRng,
+) -> f64 {
+    let (h, w, c) = image.dim();
+    if output.iter().any(|v| v.is_nan()) {
+        return f64::INFINITY;
+    }
+    let (mh, mw) = mask.dim();
+    let (top, left) = (mh / 2, mw / 2);
+    spot_check((0..SAMPLES).map(|k| {
+        let (y, x, ch) = match k {
+            0 => (0, 0, 0),
+            1 => (h - 1, w - 1, c - 1),
+            _ => (
+                rng.random_range(0..h),
+                rng.random_range(0..w),
+                rng.random_range(0..c),
+            ),
+        };
+        let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
+        for i in 0..mh {
+            for j in 0..mw {
+                let (yy, xx) = ((y + i).checked_sub(top), (x + j).checked_sub(left));
+                if let (Some(yy), Some(xx)) = (yy.filter(|&v| v < h), xx.filter(|&v| v < w)) {
+                    let term = f64::from(mask[[i, j]]) * f64::from(image[[yy, xx, ch]]);
+                    sum += term;
+                    magnitude += term.abs();
+                }
+            }
+        }
+        (f64::from(output[[y, x, ch]]), sum, magnitude)
+    }))
+}
+
+fn bench_2d(
+    engine: &Engine,
+    ceilings: &Ceilings,
+    plan: &Plan,
+    rng: &mut StdRng,
+    rows: &mut Vec<Row>,
+) -> Result<(), String> {
+    let mut images: Vec<(usize, usize)> = if plan.quick {
+        vec![(1024, 1), (4096, 1), (8192, 1)]
+    } else {
+        [256, 512, 1024, 2048, 4096, 8192]
+            .iter()
+            .map(|&s| (s, 1))
+            .collect()
+    };
+    images.push((4096, 3));
+    let sides: &[usize] = if plan.quick {
+        &[3, 5, 9, 31]
+    } else {
+        &[3, 5, 7, 9, 15, 31]
+    };
+    let mut masks: Vec<(usize, usize)> = sides.iter().map(|&s| (s, s)).collect();
+    let line_sides: &[usize] = if plan.quick { &[31] } else { sides };
+    masks.extend(line_sides.iter().flat_map(|&s| [(1, s), (s, 1)]));
+    let tiles: &[(u32, u32)] = if plan.quick {
+        &[(32, 8)]
+    } else {
+        &[(32, 8), (16, 16), (32, 32)]
+    };
+    for &(side, channels) in &images {
+        let image = Array3::from_shape_vec(
+            (side, side, channels),
+            random_vec(rng, side * side * channels),
+        )
+        .expect("shape");
+        for &mask_shape in &masks {
+            let mask =
+                Array2::from_shape_vec(mask_shape, random_vec(rng, mask_shape.0 * mask_shape.1))
+                    .expect("shape");
+            let taps = mask.len();
+            let elements = image.len();
+            let cpu_ms = (elements as f64 * taps as f64 <= CPU_BUDGET).then(|| {
+                let start = Instant::now();
+                let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
+                start.elapsed().as_secs_f64() * 1e3
+            });
+            for kernel in Kernel::ALL {
+                for &tile in tiles {
+                    let options = Conv2dOptions {
+                        kernel,
+                        tile: Some(tile),
+                        ..Default::default()
+                    };
+                    let launch = engine
+                        .plan2d(mask_shape, channels, &options)
+                        .map_err(|e| e.to_string())?;
+                    let (output, times) = engine
+                        .time_correlate2d(&image, &mask, &options, WARMUP + TIMED)
+                        .map_err(|e| e.to_string())?;
+                    let kernel_ms = median(times[WARMUP..].to_vec());
+                    let start = Instant::now();
+                    engine
+                        .correlate2d(&image, &mask, &options)
+                        .map_err(|e| e.to_string())?;
+                    let end_to_end_ms = start.elapsed().as_secs_f64() * 1e3;
+                    let max_error = check_2d(image.view(), &mask, output.view(), rng);
+                    let shape = format!("{side}x{side}x{channels}");
+                    let mask_name = format!("{}x{}", mask_shape.0, mask_shape.1);
+                    let tile_name = format!("{}x{}", tile.0, tile.1);
+                    let name = format!("2d/{kernel}/{shape}/m{mask_name}/t{tile_name}");
+                    rows.push(row(
+                        name,
+                        2,
+                        &launch,
+                        elements,
+                        taps,
+                        mask_name,
+                        tile_name,
+                        kernel_ms,
+                        end_to_end_ms,
+                        cpu_ms,
+                        predicted_reduction(&launch, mask_shape, channels),
+                        max_error,
+                        ceilings,
+                    ));
+                }
+            }
+        }
+        eprintln!("2d {side}x{side}x{channels} done");
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+fn row(
+    name: String,
+    dims: u8,
+    launch: &LaunchPlan,
+    elements: usize,
+    taps: usize,
+    mask: String,
+    tile: String,
+    kernel_ms: f64,
+    end_to_end_ms: f64,
+    cpu_ms: Option<f64>,
+    reduction: Option<f64>,
+    max_error: f64,
+    ceilings: &Ceilings,
+) -> Row {
+    let gbps = 2.0 * 4.0 * elements as f64 / (kernel_ms * 1e6);
+    let gflops = 2.0 * taps as f64 * elements as f64 / (kernel_ms * 1e6);
+    Row {
+        name,
+        dims,
+        kernel: launch.kernel,
+        entry_point: launch.entry_point,
+        elements,
+        taps,
+        mask,
+        tile,
+        kernel_ms,
+        gbps,
+        roofline_pct: 100.0 * gbps / ceilings.copy_gbps,
+        gflops,
+        fma_pct: 100.0 * gflops / ceilings.fma_gflops,
+        end_to_end_ms,
+        cpu_ms,
+        reduction,
+        max_error,
+    }
+}
+
+fn write_csv(rows: &[Row], path: &Path, header_comment: &str) -> Result<(), String> {
+    let mut text = String::new();
+    for line in header_comment.lines() {
+        let _ = writeln!(text, "# {line}");
+    }
+    let _ = writeln!(text, "{}", Row::HEADER);
+    for row in rows {
+        let _ = writeln!(text, "{}", row.csv());
+    }
+    std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn summary(rows: &[Row]) {
+    println!(
+        "\n{:<44} {:>9} {:>8} {:>6} {:>9} {:>6}",
+        "best tile per case (largest sizes)", "ms", "GB/s", "%roof", "GFLOP/s", "%FMA"
+    );
+    let largest_1d = rows
+        .iter()
+        .filter(|r| r.dims == 1)
+        .map(|r| r.elements)
+        .max();
+    let largest_2d = rows
+        .iter()
+        .filter(|r| r.dims == 2 && r.name.contains("x1/"))
+        .map(|r| r.elements)
+        .max();
+    let rgb = rows
+        .iter()
+        .find(|r| r.name.contains("x3/"))
+        .map(|r| r.elements);
+    for (dims, elements) in [(1, largest_1d), (2, largest_2d), (2, rgb)] {
+        let Some(elements) = elements else { continue };
+        let mut keys: Vec<(String, String)> = rows
+            .iter()
+            .filter(|r| r.dims == dims && r.elements == elements)
+            .map(|r| (r.kernel.to_string(), r.mask.clone()))
+            .collect();
+        keys.dedup();
+        for (kernel, mask) in keys {
+            let best = rows
+                .iter()
+                .filter(|r| {
+                    r.dims == dims
+                        && r.elements == elements
+                        && r.kernel.to_string() == kernel
+                        && r.mask == mask
+                })
+                .min_by(|a, b| a.kernel_ms.total_cmp(&b.kernel_ms))
+                .expect("at least one row");
+            let label = best
+                .name
+                .rsplit_once('/')
+                .map_or(best.name.as_str(), |(head, _)| head);
+            println!(
+                "{label:<44} {:>9.4} {:>8.0} {:>6.1} {:>9.0} {:>6.1}",
+                best.kernel_ms, best.gbps, best.roofline_pct, best.gflops, best.fma_pct
+            );
+        }
+    }
+}
+
+fn run() -> Result<(), String> {
+    let mut args = std::env::args().skip(1);
+    let mut plan = Plan {
+        quick: false,
+        out_dir: PathBuf::from("bench-results"),
+    };
+    let mut only: Option<String> = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => plan.quick = true,
+            "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
+            "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
+            "--plot-only" => {
+                let csv = PathBuf::from(args.next().ok_or("--plot-only needs a CSV file")?);
+                let dir = csv.parent().unwrap_or(Path::new(".")).to_path_buf();
+                return plot::plot_csv(&csv, &dir);
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument `{other}` (--quick, --out DIR, --only 1d|2d, --plot-only CSV)"
+                ));
+            }
+        }
+    }
+    std::fs::create_dir_all(&plan.out_dir).map_err(|e| e.to_string())?;
+    let engine = Engine::new().map_err(|e| format!("the benchmark needs a GPU: {e}"))?;
+    let ceilings = measure_ceilings(&engine)?;
+    let seed: u64 = rand::rng().random();
+    println!("input seed {seed}");
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut rows = Vec::new();
+    let started = Instant::now();
+    if only.as_deref() != Some("2d") {
+        bench_1d(&engine, &ceilings, &plan, &mut rng, &mut rows)?;
+    }
+    if only.as_deref() != Some("1d") {
+        bench_2d(&engine, &ceilings, &plan, &mut rng, &mut rows)?;
+    }
+    let device = engine.device();
+    let header = format!(
+        "device: {}\ncopy_roofline_gbps: {:.1}\nfma_peak_gflops: {:.1}\nseed: {seed}\nmode: {}\nruns: {WARMUP} warm-up + {TIMED} timed, median",
+        device.name,
+        ceilings.copy_gbps,
+        ceilings.fma_gflops,
+        if plan.quick { "quick" } else { "full" }
+    );
+    let csv = plan.out_dir.join("bench.csv");
+    write_csv(&rows, &csv, &header)?;
+    summary(&rows);
+    let failures: Vec<&Row> = rows.iter().filter(|r| r.max_error > 1e-5).collect();
+    println!(
+        "\n{} cases in {:.0} s, written to {}",
+        rows.len(),
+        started.elapsed().as_secs_f64(),
+        csv.display()
+    );
+    if let Err(e) = plot::plot_csv(&csv, &plan.out_dir) {
+        println!("plots skipped: {e}");
+    }
+    if !failures.is_empty() {
+        for row in &failures {
+            println!(
+                "CHECK FAILED: {} (max relative error {:.2e})",
+                row.name, row.max_error
+            );
+        }
+        return Err(format!("{} cases failed the spot check", failures.len()));
+    }
+    println!("all cases passed the spot check (relative error <= 1e-5)");
+    Ok(())
+}
+
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
