@@ -9,7 +9,7 @@ use cudarc::driver::{
 };
 use cudarc::nvrtc::Ptx;
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The PTX of `conv-kernels`, compiled by this crate's build script.
@@ -17,6 +17,7 @@ pub(crate) const KERNELS_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/con
 
 /// Every kernel entry point the module exports.
 const KERNEL_NAMES: &[&str] = &[
+    "diagnostic_trap",
     "conv1d_basic",
     "conv1d_constant",
     "conv1d_tiled",
@@ -76,6 +77,10 @@ pub struct Engine {
     last_kernel_ms: Mutex<Option<f32>>,
 }
 
+/// Sticky faults by device ordinal. Engines of one process share the device's primary context,
+/// so a fault under one engine leaves every engine of that device unusable.
+static FAULTS: Mutex<BTreeMap<usize, String>> = Mutex::new(BTreeMap::new());
+
 impl std::fmt::Debug for Engine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Engine")
@@ -102,6 +107,15 @@ impl Engine {
         // driver call without one, so nothing else may be called before this check.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(ConvError::NoDriver);
+        }
+        if let Some(cause) = FAULTS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&ordinal)
+        {
+            return Err(ConvError::ContextLost {
+                cause: cause.clone(),
+            });
         }
         let context = CudaContext::new(ordinal).map_err(|e| ConvError::NoDevice {
             ordinal,
@@ -163,7 +177,7 @@ impl Engine {
     /// # Errors
     /// [`ConvError::OutOfMemory`], [`ConvError::Driver`].
     pub fn time_device_copy(&self, len: usize, runs: usize) -> Result<Vec<f32>> {
-        let session = self.session();
+        let session = self.session()?;
         session.reserve(2 * len * size_of::<f32>())?;
         let source = session.alloc_poisoned(len)?;
         let mut destination = session.alloc_poisoned(len)?;
@@ -183,17 +197,97 @@ impl Engine {
         Ok(times)
     }
 
+    /// Fails early, before any host-side copy, when the buffers of a call cannot fit in the
+    /// device's free memory.
+    pub(crate) fn ensure_free_memory(&self, bytes: usize) -> Result<()> {
+        self.check_fault()?;
+        let (free, total) = self
+            .context
+            .mem_get_info()
+            .context(|| "querying free memory".into())?;
+        if bytes > free {
+            return Err(ConvError::OutOfMemory {
+                requested: bytes,
+                free,
+                total,
+            });
+        }
+        Ok(())
+    }
+
+    /// [`ConvError::ContextLost`] if a kernel faulted earlier on this engine's device.
+    fn check_fault(&self) -> Result<()> {
+        let faults = FAULTS
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match faults.get(&self.info.ordinal) {
+            Some(cause) => Err(ConvError::ContextLost {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Launches the diagnostic kernel that faults on purpose, to test fault handling.
+    /// The CUDA context of this process is unusable afterwards.
+    ///
+    /// # Errors
+    /// Always: the fault, as [`ConvError::Driver`] naming the kernel.
+    #[doc(hidden)]
+    pub fn inject_fault_for_testing(&self) -> Result<()> {
+        let session = self.session()?;
+        let config = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        session.launch("diagnostic_trap", config, |_| {})
+    }
+
     /// Exclusive use of the stream and the constant-memory mask for one operation.
-    pub(crate) fn session(&self) -> Session<'_> {
+    pub(crate) fn session(&self) -> Result<Session<'_>> {
+        self.check_fault()?;
         // A panic elsewhere while holding the lock leaves no state behind that needs repair.
         let guard = self
             .exclusive
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Session {
+        Ok(Session {
             engine: self,
             _guard: guard,
             kernel_ms: Cell::new(None),
+        })
+    }
+}
+
+impl Engine {
+    /// Remembers a fault that the driver reports as sticky, so later calls say what happened
+    /// instead of returning unrelated-looking driver errors.
+    fn record_fault(&self, error: DriverError, context: String) -> ConvError {
+        use CUresult::*;
+        let sticky = matches!(
+            error.0,
+            CUDA_ERROR_ILLEGAL_ADDRESS
+                | CUDA_ERROR_LAUNCH_FAILED
+                | CUDA_ERROR_ILLEGAL_INSTRUCTION
+                | CUDA_ERROR_MISALIGNED_ADDRESS
+                | CUDA_ERROR_INVALID_ADDRESS_SPACE
+                | CUDA_ERROR_INVALID_PC
+                | CUDA_ERROR_HARDWARE_STACK_ERROR
+                | CUDA_ERROR_ASSERT
+                | CUDA_ERROR_LAUNCH_TIMEOUT
+        );
+        if sticky {
+            let mut faults = FAULTS
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            faults
+                .entry(self.info.ordinal)
+                .or_insert_with(|| format!("{context}: {error}"));
+        }
+        ConvError::Driver {
+            context,
+            source: error,
         }
     }
 }
@@ -361,7 +455,9 @@ impl Session<'_> {
         // configuration satisfy the kernel's contract.
         unsafe { builder.launch(config) }.context(describe)?;
         let end = stream.record_event(timing).context(describe)?;
-        stream.synchronize().context(describe)?;
+        if let Err(error) = stream.synchronize() {
+            return Err(self.engine.record_fault(error, describe()));
+        }
         let elapsed = start.elapsed_ms(&end).context(describe)?;
         self.kernel_ms
             .set(Some(self.kernel_ms.get().unwrap_or(0.0) + elapsed));

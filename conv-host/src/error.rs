@@ -35,6 +35,14 @@ pub enum ConvError {
         #[source]
         source: DriverError,
     },
+    /// An earlier kernel fault left the CUDA context unusable (the driver's errors after a fault
+    /// are sticky): every later call on any engine of this process reports it. Restart the
+    /// process to use the GPU again.
+    #[error("the CUDA context is unusable since an earlier fault: {cause}")]
+    ContextLost {
+        /// The fault: the kernel, its configuration and the driver's error.
+        cause: String,
+    },
     /// The device has too little free memory for the buffers of this call.
     #[error(
         "out of device memory: this call needs {requested} bytes, the device has {free} of {total} bytes free"

@@ -24,3 +24,14 @@ fn panic(_info: &core::panic::PanicInfo) -> ! {
     // SAFETY: `trap` aborts the kernel; nothing after it runs.
     unsafe { core::arch::nvptx::trap() }
 }
+
+/// Diagnostic kernel that faults on purpose (`trap`), so the host's handling of a kernel fault,
+/// which leaves the CUDA context unusable, can be tested. Launch: one thread.
+///
+/// # Safety
+/// Always faults; the context is lost afterwards.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn diagnostic_trap() {
+    // SAFETY: aborting the kernel is this kernel's purpose.
+    unsafe { core::arch::nvptx::trap() }
+}

@@ -218,6 +218,12 @@ impl Engine {
         if input.is_empty() {
             return Ok(Vec::new());
         }
+        let mask_bytes = if plan.mask_in_constant_memory {
+            0
+        } else {
+            mask.len() * 4
+        };
+        self.ensure_free_memory(input.len().saturating_mul(8).saturating_add(mask_bytes))?;
         let data = row_major(input);
         let mut times = Vec::new();
         fill_output(output, |out| {
@@ -244,7 +250,7 @@ impl Engine {
         if len > i64::MAX as usize / 2 {
             return Err(ConvError::TooLarge { len });
         }
-        let session = self.session();
+        let session = self.session()?;
         let mask_bytes = if plan.mask_in_constant_memory {
             0
         } else {

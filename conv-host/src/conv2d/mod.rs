@@ -320,6 +320,17 @@ impl Engine {
             return Ok(Vec::new());
         }
         let pitch = (width * channels).next_multiple_of(PITCH_ALIGNMENT);
+        let mask_bytes = if plan.mask_in_constant_memory {
+            0
+        } else {
+            mask.values.len() * 4
+        };
+        self.ensure_free_memory(
+            height
+                .saturating_mul(pitch)
+                .saturating_mul(8)
+                .saturating_add(mask_bytes),
+        )?;
         let packed = pack_pitched(image, pitch);
         let mut result = vec![0.0f32; height * pitch];
         let shape = ImageShape {
@@ -364,7 +375,7 @@ impl Engine {
             to_u32(shape.channels)?,
         );
         let (mask_h, mask_w) = (to_u32(mask.rows)?, to_u32(mask.cols)?);
-        let session = self.session();
+        let session = self.session()?;
         let device = session.device();
         let elements = (shape.width * shape.channels) as u64;
         let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));

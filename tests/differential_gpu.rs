@@ -1,0 +1,270 @@
+//! Long randomized differential testing of the GPU against the f64 CPU reference, with
+//! proptest: operation (1D, 2D single and multi-channel), mode, origin, kernel, tile, shape,
+//! mask and memory layout are all drawn at random; a failure shrinks to a minimal reproducer.
+//! `GPU_PROPTEST_CASES` sets the number of configurations (default 10,000).
+
+mod common;
+
+use common::{assert_close, engine, magnitude, magnitude2d};
+use conv_host::reference::{convolve1d, convolve2d, correlate1d, correlate2d};
+use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, Kernel};
+use ndarray::{Array1, Array3, Axis, s};
+use proptest::prelude::*;
+
+fn mode() -> impl Strategy<Value = BoundaryMode> {
+    prop_oneof![
+        (-1.0f32..1.0).prop_map(BoundaryMode::Constant),
+        Just(BoundaryMode::Nearest),
+        Just(BoundaryMode::Reflect),
+        Just(BoundaryMode::Mirror),
+        Just(BoundaryMode::Wrap),
+    ]
+}
+
+fn kernel() -> impl Strategy<Value = Kernel> {
+    prop::sample::select(Kernel::ALL.to_vec())
+}
+
+/// A valid origin for a mask axis of `len`, from a pick in [0, 1).
+fn origin(len: usize, pick: f64, convolve: bool) -> isize {
+    let half = (len / 2) as isize;
+    let upper = (len as isize - 1) / 2;
+    let even = isize::from(len.is_multiple_of(2));
+    let (min, max) = if convolve {
+        (-upper - even, half - even)
+    } else {
+        (-half, upper)
+    };
+    (min + (pick * (max - min + 1) as f64) as isize).min(max)
+}
+
+#[derive(Debug, Clone)]
+struct Case1d {
+    data: Vec<f32>,
+    step: usize,
+    reversed: bool,
+    mask: Vec<f32>,
+    mode: BoundaryMode,
+    origin_pick: f64,
+    kernel: Kernel,
+    tile: u32,
+    convolve: bool,
+}
+
+fn case1d() -> impl Strategy<Value = Case1d> {
+    (1usize..4, 1usize..3000).prop_flat_map(|(step, len)| {
+        (
+            proptest::collection::vec(-1.0f32..1.0, len * step),
+            Just(step),
+            any::<bool>(),
+            proptest::collection::vec(-1.0f32..1.0, 1..80),
+            mode(),
+            0.0f64..1.0,
+            kernel(),
+            prop::sample::select(vec![1u32, 7, 32, 33, 128, 256, 1024]),
+            any::<bool>(),
+        )
+            .prop_map(
+                |(data, step, reversed, mask, mode, origin_pick, kernel, tile, convolve)| Case1d {
+                    data,
+                    step,
+                    reversed,
+                    mask,
+                    mode,
+                    origin_pick,
+                    kernel,
+                    tile,
+                    convolve,
+                },
+            )
+    })
+}
+
+#[derive(Debug, Clone)]
+struct Case2d {
+    shape: (usize, usize, usize),
+    data: Vec<f32>,
+    layout: u8,
+    mask_shape: (usize, usize),
+    mask: Vec<f32>,
+    mode: BoundaryMode,
+    origin_pick: (f64, f64),
+    kernel: Kernel,
+    tile: (u32, u32),
+    convolve: bool,
+}
+
+fn case2d() -> impl Strategy<Value = Case2d> {
+    (
+        (1usize..70, 1usize..70, 1usize..6),
+        (1usize..14, 1usize..14),
+    )
+        .prop_flat_map(|(shape, mask_shape)| {
+            (
+                Just(shape),
+                proptest::collection::vec(-1.0f32..1.0, 2 * shape.0 * (2 * shape.1 + 1) * shape.2),
+                0u8..4,
+                Just(mask_shape),
+                proptest::collection::vec(-1.0f32..1.0, mask_shape.0 * mask_shape.1),
+                mode(),
+                (0.0f64..1.0, 0.0f64..1.0),
+                kernel(),
+                prop::sample::select(vec![
+                    (8u32, 8u32),
+                    (16, 16),
+                    (32, 8),
+                    (32, 32),
+                    (7, 5),
+                    (1, 1),
+                    (64, 4),
+                ]),
+                any::<bool>(),
+            )
+                .prop_map(
+                    |(
+                        shape,
+                        data,
+                        layout,
+                        mask_shape,
+                        mask,
+                        mode,
+                        origin_pick,
+                        kernel,
+                        tile,
+                        convolve,
+                    )| Case2d {
+                        shape,
+                        data,
+                        layout,
+                        mask_shape,
+                        mask,
+                        mode,
+                        origin_pick,
+                        kernel,
+                        tile,
+                        convolve,
+                    },
+                )
+        })
+}
+
+fn check1d(case: &Case1d) -> Result<(), TestCaseError> {
+    let data = Array1::from(case.data.clone());
+    let strided = data.slice(s![..;case.step as isize]);
+    let input = if case.reversed {
+        strided.slice_move(s![..;-1])
+    } else {
+        strided
+    };
+    let mask = Array1::from(case.mask.clone());
+    let options = Conv1dOptions {
+        mode: case.mode,
+        origin: origin(mask.len(), case.origin_pick, case.convolve),
+        kernel: case.kernel,
+        tile: Some(case.tile),
+        clamp: None,
+    };
+    let (got, expected) = if case.convolve {
+        (
+            engine().convolve1d(&input, &mask, &options),
+            convolve1d(&input, &mask, &options),
+        )
+    } else {
+        (
+            engine().correlate1d(&input, &mask, &options),
+            correlate1d(&input, &mask, &options),
+        )
+    };
+    let got = got.map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let magnitude = magnitude(input, mask.view(), &options, case.convolve);
+    let outcome = std::panic::catch_unwind(|| {
+        assert_close(got.view(), expected.unwrap().view(), magnitude.view(), "1d")
+    });
+    outcome.map_err(|_| TestCaseError::fail("GPU and reference differ"))
+}
+
+fn check2d(case: &Case2d) -> Result<(), TestCaseError> {
+    let (h, w, c) = case.shape;
+    let big = Array3::from_shape_vec((2 * h, 2 * w + 1, c), case.data.clone()).expect("shape");
+    let image = match case.layout {
+        0 => big.slice(s![..h, ..w, ..]),
+        1 => big.slice(s![..;2, 1..;2, ..]),
+        2 => big.slice(s![..h;-1, ..w;-1, ..]),
+        _ => big.slice(s![..w, ..h, ..]).permuted_axes([1, 0, 2]),
+    };
+    let mask = ndarray::Array2::from_shape_vec(case.mask_shape, case.mask.clone()).expect("shape");
+    let options = Conv2dOptions {
+        mode: case.mode,
+        origin: [
+            origin(case.mask_shape.0, case.origin_pick.0, case.convolve),
+            origin(case.mask_shape.1, case.origin_pick.1, case.convolve),
+        ],
+        kernel: case.kernel,
+        tile: Some(case.tile),
+        clamp: None,
+    };
+    let what = format!("2d {case:?}");
+    if c == 1 {
+        compare2d(
+            image.index_axis(Axis(2), 0),
+            &mask,
+            &options,
+            case.convolve,
+            &what,
+        )
+    } else {
+        compare2d(image, &mask, &options, case.convolve, &what)
+    }
+}
+
+fn compare2d<D: conv_host::ImageDim>(
+    image: ndarray::ArrayView<f32, D>,
+    mask: &ndarray::Array2<f32>,
+    options: &Conv2dOptions,
+    convolve: bool,
+    what: &str,
+) -> Result<(), TestCaseError> {
+    let (got, expected) = if convolve {
+        (
+            engine().convolve2d(&image, mask, options),
+            convolve2d(&image, mask, options),
+        )
+    } else {
+        (
+            engine().correlate2d(&image, mask, options),
+            correlate2d(&image, mask, options),
+        )
+    };
+    let got = got.map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let magnitude = magnitude2d(image, mask.view(), options, convolve);
+    std::panic::catch_unwind(|| {
+        assert_close(got.view(), expected.unwrap().view(), magnitude.view(), what)
+    })
+    .map_err(|_| TestCaseError::fail("GPU and reference differ"))
+}
+
+#[derive(Debug, Clone)]
+enum Case {
+    One(Case1d),
+    Two(Case2d),
+}
+
+fn cases() -> u32 {
+    std::env::var("GPU_PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    #[ignore = "needs a CUDA GPU"]
+    fn gpu_matches_reference_on_random_configurations(case in prop_oneof![case1d().prop_map(Case::One), case2d().prop_map(Case::Two)]) {
+        match &case {
+            Case::One(case) => check1d(case)?,
+            Case::Two(case) => check2d(case)?,
+        }
+    }
+}

@@ -1,0 +1,195 @@
+//! The bad-input catalogue on the GPU, and concurrency: every bad input gets a typed error or a
+//! defined result, and the engine works normally afterwards.
+
+mod common;
+
+use common::engine;
+use conv_host::reference::{correlate1d, correlate2d};
+use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, Kernel};
+use ndarray::{Array1, Array2, Array3, ArrayView1, array};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A correlation the engine must still compute exactly after each bad call.
+fn still_works() {
+    let x = array![1.0f32, 2.0, 3.0, 4.0];
+    let w = array![1.0f32, 0.0, -1.0];
+    assert_eq!(
+        engine()
+            .correlate1d(&x, &w, &Conv1dOptions::default())
+            .unwrap(),
+        array![-2.0, -2.0, -2.0, 3.0]
+    );
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_inputs_get_typed_errors_or_defined_results() {
+    let x = array![1.0f32, 2.0, 3.0];
+    // Empty input: empty output, for every kernel.
+    for kernel in Kernel::ALL {
+        let options = Conv1dOptions {
+            kernel,
+            ..Default::default()
+        };
+        assert_eq!(
+            engine()
+                .correlate1d(&Array1::<f32>::zeros(0), &x, &options)
+                .unwrap()
+                .len(),
+            0
+        );
+        let empty_image = Array3::<f32>::zeros((0, 5, 3));
+        let options2 = Conv2dOptions {
+            kernel,
+            ..Default::default()
+        };
+        assert_eq!(
+            engine()
+                .correlate2d(&empty_image, &Array2::ones((3, 3)), &options2)
+                .unwrap()
+                .len(),
+            0
+        );
+        // Zero channels: a defined, empty result.
+        let no_channels = Array3::<f32>::zeros((4, 5, 0));
+        assert_eq!(
+            engine()
+                .correlate2d(&no_channels, &Array2::ones((3, 3)), &options2)
+                .unwrap()
+                .dim(),
+            (4, 5, 0)
+        );
+    }
+    still_works();
+    // Empty masks.
+    assert!(matches!(
+        engine().correlate1d(&x, &Array1::<f32>::zeros(0), &Default::default()),
+        Err(ConvError::EmptyMask)
+    ));
+    let image = Array2::<f32>::ones((4, 4));
+    assert!(matches!(
+        engine().correlate2d(&image, &Array2::<f32>::zeros((3, 0)), &Default::default()),
+        Err(ConvError::EmptyMask)
+    ));
+    still_works();
+    // NaN and infinity in the mask propagate as IEEE arithmetic says, as in the f64 reference.
+    let signal: Array1<f32> = (0..40).map(|i| (i as f32 * 0.3).sin()).collect();
+    for mask in [
+        array![1.0f32, f32::NAN, 1.0],
+        array![0.5f32, f32::INFINITY, -1.0],
+        array![f32::NEG_INFINITY, 0.0, 2.0],
+    ] {
+        for kernel in Kernel::ALL {
+            let options = Conv1dOptions {
+                kernel,
+                mode: BoundaryMode::Constant(0.0),
+                ..Default::default()
+            };
+            let got = engine().correlate1d(&signal, &mask, &options).unwrap();
+            let expected = correlate1d(&signal, &mask, &options).unwrap();
+            for (g, e) in got.iter().zip(&expected) {
+                let g = f64::from(*g);
+                let same = if e.is_nan() {
+                    g.is_nan()
+                } else if e.is_infinite() {
+                    g == *e
+                } else {
+                    (g - e).abs() <= 1e-5 * (1.0 + e.abs())
+                };
+                assert!(same, "{kernel} {mask}: {g} vs {e}");
+            }
+        }
+    }
+    still_works();
+    // A device that does not exist.
+    assert!(matches!(
+        Engine::with_device(4096),
+        Err(ConvError::NoDevice { ordinal: 4096, .. })
+    ));
+    still_works();
+    // An input larger than the device's free memory: a broadcast view holds 64 Gi elements
+    // (256 GiB) without any host memory; the check comes before any host-side copy.
+    let one = array![1.0f32];
+    let huge: ArrayView1<f32> = one.broadcast(1usize << 36).expect("broadcast");
+    match engine().correlate1d(&huge, &x, &Default::default()) {
+        Err(
+            error @ ConvError::OutOfMemory {
+                requested, free, ..
+            },
+        ) => {
+            assert!(requested > free);
+            assert!(
+                error.to_string().contains(&requested.to_string()),
+                "{error}"
+            );
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    still_works();
+    // Invalid Gaussian parameters.
+    for sigma in [-1.0, f32::NAN] {
+        assert!(matches!(
+            engine().gaussian_filter(&image, sigma, 4.0, &Default::default()),
+            Err(ConvError::InvalidParameter { .. })
+        ));
+    }
+    still_works();
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn threads_sharing_one_engine_get_exact_results() {
+    // Integer data and masks: every sum is exact in f32, so results must equal the f64
+    // reference exactly. Each thread has its own mask, so a mask uploaded to constant memory by
+    // one thread while another thread's kernel still read it would show up as a wrong result.
+    const THREADS: usize = 8;
+    const CALLS: usize = 1000;
+    let seed: u64 = rand::rng().random();
+    eprintln!("concurrency seed {seed}");
+    std::thread::scope(|scope| {
+        for t in 0..THREADS {
+            scope.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(seed ^ t as u64);
+                let mut integer = |n: usize| -> Array1<f32> {
+                    (0..n).map(|_| rng.random_range(-8..=8) as f32).collect()
+                };
+                let mask1 = integer(3 + 2 * t);
+                let mask2 =
+                    Array2::from_shape_vec((3, 1 + t % 4), integer(3 * (1 + t % 4)).to_vec())
+                        .unwrap();
+                for call in 0..CALLS {
+                    let kernel = Kernel::ALL[call % 4];
+                    if call % 2 == 0 {
+                        let x = integer(1000 + call);
+                        let options = Conv1dOptions {
+                            kernel,
+                            mode: BoundaryMode::Wrap,
+                            ..Default::default()
+                        };
+                        let got = engine().correlate1d(&x, &mask1, &options).unwrap();
+                        assert_eq!(
+                            got.mapv(f64::from),
+                            correlate1d(&x, &mask1, &options).unwrap(),
+                            "thread {t} call {call}"
+                        );
+                    } else {
+                        let image =
+                            Array2::from_shape_vec((17, 29), integer(17 * 29).to_vec()).unwrap();
+                        let options = Conv2dOptions {
+                            kernel,
+                            mode: BoundaryMode::Reflect,
+                            ..Default::default()
+                        };
+                        let got = engine().correlate2d(&image, &mask2, &options).unwrap();
+                        assert_eq!(
+                            got.mapv(f64::from),
+                            correlate2d(&image, &mask2, &options).unwrap(),
+                            "thread {t} call {call}"
+                        );
+                    }
+                }
+            });
+        }
+    });
+}
