@@ -100,10 +100,11 @@ unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Co
     let tid = thread_idx_x();
     let start = tile_start(p);
     let i = start + tid;
-    if i < p.len {
-        // SAFETY: `tid < blockDim.x`, the reserved count; `i < p.len`.
-        unsafe { SharedTile::store(tid, *input.add(i as usize)) };
-    }
+    // Every thread stores (threads past the end a copy of element 0, never read): with no branch
+    // before it, the compiler cannot duplicate the barrier into divergent paths.
+    let source = if i < p.len { i } else { 0 };
+    // SAFETY: `tid < blockDim.x`, the reserved count; `source < p.len`.
+    unsafe { SharedTile::store(tid, *input.add(source as usize)) };
     sync_threads();
     if i >= p.len {
         return;

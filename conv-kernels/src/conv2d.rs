@@ -132,10 +132,11 @@ unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Co
     let (e, y) = (e0 + tx, y0 + ty);
     let (elements, height) = (row_elements(p), u64::from(p.height));
     let inside = e < elements && y < height;
-    if inside {
-        // SAFETY: inside the image; `ty * threads_x + tx` is below the reserved count.
-        unsafe { SharedTile::store(ty * threads_x + tx, *input.add((y * p.pitch + e) as usize)) };
-    }
+    // Every thread stores (threads outside the image a copy of element 0, never read): with no
+    // branch before it, the compiler cannot duplicate the barrier into divergent paths.
+    let source = if inside { y * p.pitch + e } else { 0 };
+    // SAFETY: `source` is inside the image; `ty * threads_x + tx` is below the reserved count.
+    unsafe { SharedTile::store(ty * threads_x + tx, *input.add(source as usize)) };
     sync_threads();
     if !inside {
         return;
