@@ -34,9 +34,12 @@ fn main() {
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
     let target_dir = out_dir.join("kernels");
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    // The unroll threshold lets LLVM fully unroll the register-tiled kernels' loops over
+    // compile-time mask sizes (up to 9 x 9), so their accumulators stay in registers.
     let flags = [
         format!("-Ctarget-cpu={TARGET_CPU}"),
         format!("-Ctarget-feature={PTX_ISA}"),
+        "-Cllvm-args=-unroll-threshold=20000".to_string(),
     ];
 
     let mut command = Command::new(cargo);
@@ -85,18 +88,26 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
 }
 
-/// Adds `.maxntid 1024, 1, 1` to every kernel entry. Rust has no `__launch_bounds__`; this PTX
+/// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled kernels) to every kernel entry. Rust has no `__launch_bounds__`; this PTX
 /// directive is its equivalent: it tells the assembler that blocks may have 1024 threads, so it
 /// keeps each kernel within 64 registers and every tile size up to 1024 threads can launch.
 fn bound_block_size(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
     let mut in_entry_header = false;
+    let mut threads = 1024;
     for line in ptx.lines() {
         if line.starts_with(".visible .entry") {
             in_entry_header = true;
+            // The register-tiled kernels always launch 256-thread blocks (REGISTER_BLOCK):
+            // bounding them so leaves them up to 255 registers for their accumulators.
+            threads = if line.contains("conv2d_register_") {
+                256
+            } else {
+                1024
+            };
         }
         if in_entry_header && line == "{" {
-            out.push_str(".maxntid 1024, 1, 1\n");
+            out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
             in_entry_header = false;
         }
         out.push_str(line);

@@ -378,3 +378,89 @@ fn gaussian_filter_matches_the_separable_reference() {
         Err(ConvError::InvalidParameter { .. })
     ));
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn register_tiled_kernels_match_the_reference() {
+    let (mut rng, seed) = rng("register-tiled");
+    let mut runs = 0;
+    for m in [3, 5, 7, 9, 15, 31] {
+        for channels in [1, 3, 4] {
+            let plan = engine()
+                .plan2d((m, m), channels, &Conv2dOptions::default())
+                .unwrap();
+            assert_eq!(
+                plan.kernel,
+                Kernel::RegisterTiled,
+                "Auto picks the register-tiled design"
+            );
+            for (h, w) in [(1, 1), (67, 1), (37, 53), (130, 70), (300, 257)] {
+                let mode = all_modes()[rng.random_range(0..6)];
+                let convolve = rng.random_bool(0.5);
+                let origin = [
+                    random_origin(&mut rng, m, convolve),
+                    random_origin(&mut rng, m, convolve),
+                ];
+                let options = Conv2dOptions {
+                    mode,
+                    origin,
+                    kernel: Kernel::RegisterTiled,
+                    ..Default::default()
+                };
+                let mask = random_mask(&mut rng, (m, m));
+                let image = random_array3(&mut rng, (h, w, channels));
+                let expected = if convolve {
+                    convolve2d(&image, &mask, &options)
+                } else {
+                    correlate2d(&image, &mask, &options)
+                };
+                let got = if convolve {
+                    engine().convolve2d(&image, &mask, &options)
+                } else {
+                    engine().correlate2d(&image, &mask, &options)
+                };
+                let magnitude = magnitude2d(image.view(), mask.view(), &options, convolve);
+                let what =
+                    format!("register {m}x{m} c{channels} {h}x{w} {options:?} convolve {convolve}");
+                assert_close(
+                    got.unwrap().view(),
+                    expected.unwrap().view(),
+                    magnitude.view(),
+                    &what,
+                );
+                runs += 1;
+            }
+        }
+    }
+    // Where no register-tiled kernel was compiled: a typed error, and Auto picks another design.
+    let odd = Conv2dOptions {
+        kernel: Kernel::RegisterTiled,
+        ..Default::default()
+    };
+    let image = random_array3(&mut rng, (20, 20, 2));
+    assert!(matches!(
+        engine().correlate2d(&image, &random_mask(&mut rng, (5, 5)), &odd),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    assert!(matches!(
+        engine().correlate2d(&image, &random_mask(&mut rng, (4, 6)), &odd),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    assert_ne!(
+        engine()
+            .plan2d((4, 6), 1, &Conv2dOptions::default())
+            .unwrap()
+            .kernel,
+        Kernel::RegisterTiled
+    );
+    let one_d = conv_host::Conv1dOptions {
+        kernel: Kernel::RegisterTiled,
+        ..Default::default()
+    };
+    let signal = ndarray::Array1::<f32>::ones(10);
+    assert!(matches!(
+        engine().correlate1d(&signal, &signal, &one_d),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    eprintln!("register-tiled: {runs} runs matched the reference (seed {seed})");
+}

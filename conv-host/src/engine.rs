@@ -129,7 +129,10 @@ impl Engine {
             .load_module(Ptx::from_src(KERNELS_PTX))
             .context(|| "loading the kernels' PTX".into())?;
         let mut functions = HashMap::new();
-        for &name in KERNEL_NAMES {
+        let register_names = crate::conv2d::REGISTER_ENTRY_POINTS
+            .iter()
+            .map(|&(_, _, name)| name);
+        for name in KERNEL_NAMES.iter().copied().chain(register_names) {
             let function = module
                 .load_function(name)
                 .context(|| format!("loading kernel `{name}`"))?;

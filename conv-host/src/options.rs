@@ -83,6 +83,10 @@ pub enum Kernel {
     Tiled,
     /// Only the tile's own elements in shared memory; halo cells read through the L2 cache.
     TiledL2,
+    /// 2D only: compiled for square masks of 3, 5, 7, 9, 15 or 31 and 1, 3 or 4 channels;
+    /// each thread keeps 8 outputs in registers and reuses every value it reads from shared
+    /// memory for all of them. `Auto` picks it where it applies.
+    RegisterTiled,
 }
 
 impl Kernel {
@@ -102,6 +106,7 @@ impl Kernel {
             Kernel::ConstantMask => "constant",
             Kernel::Tiled => "tiled",
             Kernel::TiledL2 => "tiled-l2",
+            Kernel::RegisterTiled => "register",
         }
     }
 }
@@ -112,7 +117,7 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// Parses `auto`, `basic`, `constant`, `tiled`, `tiled-l2`.
+/// Parses `auto`, `basic`, `constant`, `tiled`, `tiled-l2`, `register`.
 impl FromStr for Kernel {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
@@ -122,11 +127,14 @@ impl FromStr for Kernel {
             Kernel::ConstantMask,
             Kernel::Tiled,
             Kernel::TiledL2,
+            Kernel::RegisterTiled,
         ]
         .into_iter()
         .find(|k| k.name() == s.to_ascii_lowercase())
         .ok_or_else(|| {
-            format!("unknown kernel `{s}` (expected auto, basic, constant, tiled or tiled-l2)")
+            format!(
+                "unknown kernel `{s}` (expected auto, basic, constant, tiled, tiled-l2 or register)"
+            )
         })
     }
 }

@@ -43,6 +43,16 @@ pub struct Conv1dParams {
     pub clamp_hi: f32,
 }
 
+/// Block of the register-tiled 2D kernels: threads along a row (elements) and down the rows.
+pub const REGISTER_BLOCK: (u32, u32) = (32, 8);
+/// Output rows each thread of a register-tiled 2D kernel computes (its accumulators).
+pub const REGISTER_ROWS: u32 = 8;
+/// Square mask sizes and channel counts with a register-tiled 2D kernel
+/// (`conv2d_register_m{size}_c{channels}`).
+pub const REGISTER_MASKS: [u32; 6] = [3, 5, 7, 9, 15, 31];
+/// See [`REGISTER_MASKS`].
+pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];
+
 /// Scalar parameters of every 2D kernel, passed by value.
 ///
 /// Images are `height` rows of `width * channels` interleaved `f32` elements, rows `pitch`

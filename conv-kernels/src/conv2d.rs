@@ -217,3 +217,126 @@ entry_points!(
     conv2d_tiled_l2_global_mask,
     "Tiled 2D kernel, halo through L2."
 );
+
+/// Register-tiled design, specialised at compile time on the mask size `M x M` and the channel
+/// count `C`. A block of `REGISTER_BLOCK` = 32 x 8 threads produces 32 elements x 64 rows: the
+/// block stages its input region (output tile plus halo) in shared memory, without boundary
+/// checks when the region lies inside the image, then each thread computes `REGISTER_ROWS` = 8
+/// outputs of one column, sliding down the rows: every input value it reads from shared memory
+/// feeds up to 8 accumulators in registers, and every tap is a compile-time constant-memory
+/// operand of a fused multiply-add. Warps read consecutive shared-memory words (no bank
+/// conflicts) and write consecutive output elements.
+///
+/// # Safety
+/// As [`direct`]; `p.mask_h = p.mask_w = M`, `p.channels = C`, the mask in `MASK`, a
+/// `REGISTER_BLOCK` launch with `(64 + M - 1) * (32 + (M - 1) * C) * 4` bytes of shared memory.
+#[inline(always)]
+unsafe fn register_tiled<const M: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    use crate::abi::{REGISTER_BLOCK, REGISTER_ROWS};
+    const THREADS_X: usize = REGISTER_BLOCK.0 as usize;
+    const THREADS: usize = (REGISTER_BLOCK.0 * REGISTER_BLOCK.1) as usize;
+    const R: usize = REGISTER_ROWS as usize;
+    let cols = THREADS_X + (M - 1) * C;
+    let rows = REGISTER_BLOCK.1 as usize * R + M - 1;
+    let (tx, ty) = (thread_idx_x() as usize, thread_idx_y() as usize);
+    let e0 = block_idx_x() as usize * THREADS_X;
+    let y0 = (p.block_offset_y as usize + block_idx_y() as usize) * REGISTER_BLOCK.1 as usize * R;
+    let first_e = e0 as i64 - (p.left as usize * C) as i64;
+    let first_y = y0 as i64 - i64::from(p.top);
+    let elements = p.width as usize * C;
+    let height = p.height as usize;
+    let interior = first_e >= 0
+        && first_y >= 0
+        && first_e as usize + cols <= elements
+        && first_y as usize + rows <= height;
+    // SAFETY: `input` is a pitched image as `p` describes (caller).
+    let image = unsafe { Plane::new(input, p) };
+    let mut index = ty * THREADS_X + tx;
+    while index < rows * cols {
+        let (r, c) = (index / cols, index % cols);
+        let value = if interior {
+            let offset = (first_y as usize + r) * p.pitch as usize + first_e as usize + c;
+            // SAFETY: the whole region lies inside the image.
+            unsafe { *input.add(offset) }
+        } else {
+            image.element_in_row(image.row(first_y + r as i64), first_e + c as i64)
+        };
+        // SAFETY: `index < rows * cols`, the reserved count.
+        unsafe { SharedTile::store(index as u64, value) };
+        index += THREADS;
+    }
+    sync_threads();
+    let mut acc = [0.0f32; R];
+    let base = ty * R * cols + tx;
+    // Up to 9 x 9 the row loop has a compile-time trip count and unrolls fully: every tap is a
+    // constant-memory operand at a fixed offset. Larger masks take the trip count from the
+    // launch (equal, but unknown to the compiler), so the loop stays rolled and the taps are not
+    // all kept live in registers; each row's values still feed all R accumulators.
+    let input_rows = if M <= 9 {
+        R + M - 1
+    } else {
+        R + p.mask_h as usize - 1
+    };
+    for r in 0..input_rows {
+        for j in 0..M {
+            // SAFETY: `ty * R + r < rows` and `tx + j * C < cols`: inside the staged region.
+            let value = unsafe { SharedTile::load((base + r * cols + j * C) as u64) };
+            for (k, sum) in acc.iter_mut().enumerate() {
+                if r >= k && r - k < M {
+                    *sum = fma(ConstantMask.tap(((r - k) * M + j) as u64), value, *sum);
+                }
+            }
+        }
+    }
+    let e = e0 + tx;
+    if e >= elements {
+        return;
+    }
+    for (k, &sum) in acc.iter().enumerate() {
+        let y = y0 + ty * R + k;
+        if y < height {
+            // SAFETY: `y < height` and `e < width * channels <= pitch`.
+            unsafe { *output.add(y * p.pitch as usize + e) = clamp(sum, p) };
+        }
+    }
+}
+
+/// Declares the register-tiled entry points, one per (mask size, channels).
+macro_rules! register_entry_points {
+    ($(($name:ident, $m:literal, $c:literal)),* $(,)?) => {$(
+        #[doc = concat!("Register-tiled 2D kernel for ", $m, " x ", $m, " masks and ", $c, " channel(s).")]
+        ///
+        /// # Safety
+        /// As `register_tiled`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: Conv2dParams) {
+            // SAFETY: forwarded contract.
+            unsafe { register_tiled::<$m, $c>(input, output, &p) }
+        }
+    )*};
+}
+
+register_entry_points!(
+    (conv2d_register_m3_c1, 3, 1),
+    (conv2d_register_m3_c3, 3, 3),
+    (conv2d_register_m3_c4, 3, 4),
+    (conv2d_register_m5_c1, 5, 1),
+    (conv2d_register_m5_c3, 5, 3),
+    (conv2d_register_m5_c4, 5, 4),
+    (conv2d_register_m7_c1, 7, 1),
+    (conv2d_register_m7_c3, 7, 3),
+    (conv2d_register_m7_c4, 7, 4),
+    (conv2d_register_m9_c1, 9, 1),
+    (conv2d_register_m9_c3, 9, 3),
+    (conv2d_register_m9_c4, 9, 4),
+    (conv2d_register_m15_c1, 15, 1),
+    (conv2d_register_m15_c3, 15, 3),
+    (conv2d_register_m15_c4, 15, 4),
+    (conv2d_register_m31_c1, 31, 1),
+    (conv2d_register_m31_c3, 31, 3),
+    (conv2d_register_m31_c4, 31, 4),
+);

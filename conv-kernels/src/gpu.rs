@@ -154,7 +154,7 @@ impl SharedTile {
                 "ld.shared.f32 {value}, [{addr}];",
                 addr = in(reg64) Self::address(index),
                 value = out(reg32) value,
-                options(readonly, nostack),
+                options(pure, readonly, nostack),
             );
         }
         value

@@ -360,16 +360,30 @@ fn bench_2d(
                 let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
                 start.elapsed().as_secs_f64() * 1e3
             });
-            for kernel in Kernel::ALL {
-                for &tile in tiles {
+            // The seed designs at every tile, and the register-tiled design (fixed block) where
+            // one was compiled for this mask and channel count.
+            let register = Conv2dOptions {
+                kernel: Kernel::RegisterTiled,
+                ..Default::default()
+            };
+            let mut variants: Vec<(Kernel, Option<(u32, u32)>)> = Kernel::ALL
+                .iter()
+                .flat_map(|&k| tiles.iter().map(move |&t| (k, Some(t))))
+                .collect();
+            if engine.plan2d(mask_shape, channels, &register).is_ok() {
+                variants.push((Kernel::RegisterTiled, None));
+            }
+            for (kernel, tile) in variants {
+                {
                     let options = Conv2dOptions {
                         kernel,
-                        tile: Some(tile),
+                        tile,
                         ..Default::default()
                     };
                     let launch = engine
                         .plan2d(mask_shape, channels, &options)
                         .map_err(|e| e.to_string())?;
+                    let tile = launch.block;
                     let (output, times) = engine
                         .time_correlate2d(&image, &mask, &options, WARMUP + TIMED)
                         .map_err(|e| e.to_string())?;

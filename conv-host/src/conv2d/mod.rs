@@ -3,7 +3,9 @@
 
 pub(crate) mod reference;
 
-use crate::abi::{Conv2dParams, MASK_CAPACITY};
+use crate::abi::{
+    Conv2dParams, MASK_CAPACITY, REGISTER_BLOCK, REGISTER_CHANNELS, REGISTER_MASKS, REGISTER_ROWS,
+};
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, pack_pitched, unpack_pitched};
@@ -117,6 +119,10 @@ fn plan(
     kernel: Kernel,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
+    let register_applies = register_entry_point((rows, cols), channels).is_some();
+    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register_applies) {
+        return plan_register_tiled(device, (rows, cols), channels, tile);
+    }
     let fits = rows.saturating_mul(cols) <= MASK_CAPACITY;
     let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
     let default = if kernel == Kernel::Tiled {
@@ -455,4 +461,71 @@ struct ImageShape {
     width: usize,
     channels: usize,
     pitch: usize,
+}
+
+/// The register-tiled entry points: `(mask size, channels, name)`, as `conv-kernels` declares
+/// them for `REGISTER_MASKS x REGISTER_CHANNELS`.
+pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 18] = [
+    (3, 1, "conv2d_register_m3_c1"),
+    (3, 3, "conv2d_register_m3_c3"),
+    (3, 4, "conv2d_register_m3_c4"),
+    (5, 1, "conv2d_register_m5_c1"),
+    (5, 3, "conv2d_register_m5_c3"),
+    (5, 4, "conv2d_register_m5_c4"),
+    (7, 1, "conv2d_register_m7_c1"),
+    (7, 3, "conv2d_register_m7_c3"),
+    (7, 4, "conv2d_register_m7_c4"),
+    (9, 1, "conv2d_register_m9_c1"),
+    (9, 3, "conv2d_register_m9_c3"),
+    (9, 4, "conv2d_register_m9_c4"),
+    (15, 1, "conv2d_register_m15_c1"),
+    (15, 3, "conv2d_register_m15_c3"),
+    (15, 4, "conv2d_register_m15_c4"),
+    (31, 1, "conv2d_register_m31_c1"),
+    (31, 3, "conv2d_register_m31_c3"),
+    (31, 4, "conv2d_register_m31_c4"),
+];
+
+/// The register-tiled entry point for this mask and channel count, if one was compiled.
+fn register_entry_point((rows, cols): (usize, usize), channels: usize) -> Option<&'static str> {
+    REGISTER_ENTRY_POINTS
+        .iter()
+        .find(|&&(m, c, _)| rows == m as usize && cols == m as usize && channels == c as usize)
+        .map(|&(_, _, name)| name)
+}
+
+/// Plans the register-tiled design, or explains why it does not apply.
+fn plan_register_tiled(
+    device: &DeviceInfo,
+    (rows, cols): (usize, usize),
+    channels: usize,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let invalid = |reason: String| ConvError::InvalidLaunch {
+        kernel: "conv2d_register",
+        reason,
+    };
+    let entry_point = register_entry_point((rows, cols), channels).ok_or_else(|| {
+        invalid(format!(
+            "no register-tiled kernel for a {rows} x {cols} mask with {channels} channel(s): it is \
+             compiled for square masks of {REGISTER_MASKS:?} and {REGISTER_CHANNELS:?} channels"
+        ))
+    })?;
+    if tile.is_some_and(|t| t != REGISTER_BLOCK) {
+        return Err(invalid(format!(
+            "the register-tiled kernels use a fixed {REGISTER_BLOCK:?} block"
+        )));
+    }
+    let output_tile = (REGISTER_BLOCK.0, REGISTER_BLOCK.1 * REGISTER_ROWS);
+    let region = (u64::from(output_tile.0) + (cols as u64 - 1) * channels as u64)
+        * (u64::from(output_tile.1) + rows as u64 - 1);
+    check_block(device, entry_point, REGISTER_BLOCK, region * 4)?;
+    Ok(LaunchPlan {
+        kernel: Kernel::RegisterTiled,
+        entry_point,
+        block: REGISTER_BLOCK,
+        output_tile,
+        shared_memory_bytes: (region * 4) as u32,
+        mask_in_constant_memory: true,
+    })
 }
