@@ -69,6 +69,12 @@ fn plan(
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
+    if kernel == Kernel::RegisterTiled {
+        return Err(ConvError::InvalidLaunch {
+            kernel: "conv2d_register",
+            reason: "the register-tiled design exists for 2D images only".into(),
+        });
+    }
     let fits = mask_len <= MASK_CAPACITY;
     let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
     let tile = tile.unwrap_or(DEFAULT_TILE_1D);
