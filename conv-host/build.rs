@@ -88,8 +88,8 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
 }
 
-/// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled kernels) to every kernel entry. Rust has no `__launch_bounds__`; this PTX
-/// directive is its equivalent: it tells the assembler that blocks may have 1024 threads, so it
+/// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled kernels) to every kernel entry. Rust
+/// has no `__launch_bounds__`; this PTX directive is its equivalent: it tells the assembler that blocks may have 1024 threads, so it
 /// keeps each kernel within 64 registers and every tile size up to 1024 threads can launch.
 fn bound_block_size(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
@@ -98,8 +98,8 @@ fn bound_block_size(ptx: &str) -> String {
     for line in ptx.lines() {
         if line.starts_with(".visible .entry") {
             in_entry_header = true;
-            // The register-tiled kernels always launch 256-thread blocks (REGISTER_BLOCK):
-            // bounding them so leaves them up to 255 registers for their accumulators.
+            // The register-tiled kernels launch 256-thread blocks (REGISTER_BLOCK): bounding
+            // them so leaves up to 255 registers for their accumulators and staged loads.
             threads = if line.contains("conv2d_register_") {
                 256
             } else {

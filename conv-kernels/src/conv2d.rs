@@ -255,19 +255,41 @@ unsafe fn register_tiled<const M: usize, const C: usize>(
         && first_y as usize + rows <= height;
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let image = unsafe { Plane::new(input, p) };
-    let mut index = ty * THREADS_X + tx;
-    while index < rows * cols {
-        let (r, c) = (index / cols, index % cols);
-        let value = if interior {
-            let offset = (first_y as usize + r) * p.pitch as usize + first_e as usize + c;
-            // SAFETY: the whole region lies inside the image.
-            unsafe { *input.add(offset) }
-        } else {
-            image.element_in_row(image.row(first_y + r as i64), first_e + c as i64)
-        };
-        // SAFETY: `index < rows * cols`, the reserved count.
-        unsafe { SharedTile::store(index as u64, value) };
-        index += THREADS;
+    let tid = ty * THREADS_X + tx;
+    let total = rows * cols;
+    if interior {
+        // No boundary checks, and every load of this thread is issued before any store: each
+        // thread keeps up to `STEPS` requests in flight, which the memory system needs to reach
+        // full bandwidth (a load-store loop would wait for each load in turn).
+        const MAX_STEPS: usize = 64;
+        let steps = total.div_ceil(THREADS);
+        const { assert!((THREADS_X + 30 * 4) * (64 + 30) <= MAX_STEPS * THREADS) };
+        let mut values = [0.0f32; MAX_STEPS];
+        for (step, value) in values.iter_mut().enumerate().take(steps) {
+            let index = step * THREADS + tid;
+            if index < total {
+                let (r, c) = (index / cols, index % cols);
+                let offset = (first_y as usize + r) * p.pitch as usize + first_e as usize + c;
+                // SAFETY: the whole region lies inside the image.
+                *value = unsafe { *input.add(offset) };
+            }
+        }
+        for (step, &value) in values.iter().enumerate().take(steps) {
+            let index = step * THREADS + tid;
+            if index < total {
+                // SAFETY: `index < rows * cols`, the reserved count.
+                unsafe { SharedTile::store(index as u64, value) };
+            }
+        }
+    } else {
+        let mut index = tid;
+        while index < total {
+            let (r, c) = (index / cols, index % cols);
+            let value = image.element_in_row(image.row(first_y + r as i64), first_e + c as i64);
+            // SAFETY: `index < rows * cols`, the reserved count.
+            unsafe { SharedTile::store(index as u64, value) };
+            index += THREADS;
+        }
     }
     sync_threads();
     let mut acc = [0.0f32; R];
