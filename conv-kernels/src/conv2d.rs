@@ -255,34 +255,43 @@ unsafe fn register_tiled<const M: usize, const C: usize>(
         && first_y as usize + rows <= height;
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let image = unsafe { Plane::new(input, p) };
-    let tid = ty * THREADS_X + tx;
     let total = rows * cols;
     if interior {
         // No boundary checks, and every load of this thread is issued before any store: each
-        // thread keeps up to `STEPS` requests in flight, which the memory system needs to reach
-        // full bandwidth (a load-store loop would wait for each load in turn).
-        const MAX_STEPS: usize = 64;
-        let steps = total.div_ceil(THREADS);
-        const { assert!((THREADS_X + 30 * 4) * (64 + 30) <= MAX_STEPS * THREADS) };
-        let mut values = [0.0f32; MAX_STEPS];
-        for (step, value) in values.iter_mut().enumerate().take(steps) {
-            let index = step * THREADS + tid;
-            if index < total {
-                let (r, c) = (index / cols, index % cols);
-                let offset = (first_y as usize + r) * p.pitch as usize + first_e as usize + c;
-                // SAFETY: the whole region lies inside the image.
-                *value = unsafe { *input.add(offset) };
+        // thread keeps up to `MAX_LOADS` requests in flight, which the memory system needs to
+        // reach full bandwidth. Thread (tx, ty) loads columns tx, tx + 32, ... of rows
+        // ty, ty + 8, ...: row-contiguous warps, and addresses that need no division.
+        const MAX_LOADS: usize = 64;
+        let threads_y = REGISTER_BLOCK.1 as usize;
+        let (col_steps, row_steps) = (cols.div_ceil(THREADS_X), rows.div_ceil(threads_y));
+        const { assert!((32 + 30 * 4usize).div_ceil(32) * (64 + 30usize).div_ceil(8) <= MAX_LOADS) };
+        let pitch = p.pitch as usize;
+        // SAFETY: the whole staged region lies inside the image (`interior`), so this pointer
+        // and every offset from it below stay inside `input`.
+        let corner = unsafe { input.add((first_y as usize + ty) * pitch + first_e as usize + tx) };
+        let mut values = [0.0f32; MAX_LOADS];
+        for rs in 0..row_steps {
+            for cs in 0..col_steps {
+                if ty + rs * threads_y < rows && tx + cs * THREADS_X < cols {
+                    // SAFETY: row and column inside the staged region (see `corner`).
+                    values[rs * col_steps + cs] =
+                        unsafe { *corner.add(rs * threads_y * pitch + cs * THREADS_X) };
+                }
             }
         }
-        for (step, &value) in values.iter().enumerate().take(steps) {
-            let index = step * THREADS + tid;
-            if index < total {
-                // SAFETY: `index < rows * cols`, the reserved count.
-                unsafe { SharedTile::store(index as u64, value) };
+        for rs in 0..row_steps {
+            for cs in 0..col_steps {
+                let (r, c) = (ty + rs * threads_y, tx + cs * THREADS_X);
+                if r < rows && c < cols {
+                    // SAFETY: `r * cols + c < rows * cols`, the reserved count.
+                    unsafe {
+                        SharedTile::store((r * cols + c) as u64, values[rs * col_steps + cs])
+                    };
+                }
             }
         }
     } else {
-        let mut index = tid;
+        let mut index = ty * THREADS_X + tx;
         while index < total {
             let (r, c) = (index / cols, index % cols);
             let value = image.element_in_row(image.row(first_y + r as i64), first_e + c as i64);
@@ -318,11 +327,25 @@ unsafe fn register_tiled<const M: usize, const C: usize>(
     if e >= elements {
         return;
     }
-    for (k, &sum) in acc.iter().enumerate() {
-        let y = y0 + ty * R + k;
-        if y < height {
-            // SAFETY: `y < height` and `e < width * channels <= pitch`.
-            unsafe { *output.add(y * p.pitch as usize + e) = clamp(sum, p) };
+    let first_row = y0 + ty * R;
+    // SAFETY: only offset further below for rows inside the image.
+    let column = unsafe { output.add(e) };
+    // Rows past the image only in the last block row. The common case stores all R rows with
+    // no per-row branch: otherwise the compiler sinks each accumulator's chain of multiply-adds
+    // into its own store branch, which serialises the chains instead of interleaving them.
+    if first_row + R <= height {
+        for (k, &sum) in acc.iter().enumerate() {
+            // SAFETY: row `first_row + k < height`, element `e < width * channels <= pitch`.
+            unsafe { *column.add((first_row + k) * p.pitch as usize) = clamp(sum, p) };
+        }
+    } else {
+        for (k, &sum) in acc
+            .iter()
+            .enumerate()
+            .take(height.saturating_sub(first_row))
+        {
+            // SAFETY: as above; `take` keeps `first_row + k < height`.
+            unsafe { *column.add((first_row + k) * p.pitch as usize) = clamp(sum, p) };
         }
     }
 }
