@@ -469,6 +469,11 @@ fn write_csv(rows: &[Row], path: &Path, header_comment: &str) -> Result<(), Stri
     std::fs::write(path, text).map_err(|e| format!("{}: {e}", path.display()))
 }
 
+/// The channel count in a 2D case name (`2d/kernel/HxWxC/...`).
+fn image_channels(name: &str) -> Option<&str> {
+    name.split('/').nth(2)?.rsplit('x').next()
+}
+
 fn summary(rows: &[Row]) {
     println!(
         "\n{:<44} {:>9} {:>8} {:>6} {:>9} {:>6}",
@@ -481,12 +486,12 @@ fn summary(rows: &[Row]) {
         .max();
     let largest_2d = rows
         .iter()
-        .filter(|r| r.dims == 2 && r.name.contains("x1/"))
+        .filter(|r| r.dims == 2 && image_channels(&r.name) == Some("1"))
         .map(|r| r.elements)
         .max();
     let rgb = rows
         .iter()
-        .find(|r| r.name.contains("x3/"))
+        .find(|r| r.dims == 2 && image_channels(&r.name) == Some("3"))
         .map(|r| r.elements);
     for (dims, elements) in [(1, largest_1d), (2, largest_2d), (2, rgb)] {
         let Some(elements) = elements else { continue };

@@ -143,7 +143,7 @@ pub fn plot_csv(csv_path: &Path, dir: &Path) -> Result<(), String> {
     let csv =
         std::fs::read_to_string(csv_path).map_err(|e| format!("{}: {e}", csv_path.display()))?;
     let one = series(&csv, "1", "7", "");
-    let two = series(&csv, "2", "5x5", "x1/");
+    let two = series(&csv, "2", "5x5", "x1/m");
     for (series, dims, what, x_label) in [
         (&one, "1d", "1D, 7 taps", "elements"),
         (&two, "2d", "2D single channel, 5x5", "pixels"),
