@@ -377,3 +377,70 @@ fn lengths_past_two_to_the_31_index_correctly() {
         }
     }
 }
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn register_tiled_kernels_match_the_reference() {
+    let (mut rng, seed) = rng("1d register-tiled");
+    let mut runs = 0;
+    for m in [3, 5, 7, 9, 15, 31] {
+        let plan = engine().plan1d(m, &Conv1dOptions::default()).unwrap();
+        assert_eq!(
+            plan.kernel,
+            Kernel::RegisterTiled,
+            "Auto picks the register-tiled design"
+        );
+        for len in [1, 3, 1023, 1024, 1025, 4099, 100_003, (1 << 20) + 5] {
+            for mode in all_modes() {
+                let convolve = rng.random_bool(0.5);
+                let origin = random_origin(&mut rng, m, convolve);
+                let options = Conv1dOptions {
+                    mode,
+                    origin,
+                    kernel: Kernel::RegisterTiled,
+                    ..Default::default()
+                };
+                let x = random_vec(&mut rng, len);
+                let w = random_vec(&mut rng, m);
+                let expected = if convolve {
+                    convolve1d(&x, &w, &options)
+                } else {
+                    correlate1d(&x, &w, &options)
+                };
+                let got = if convolve {
+                    engine().convolve1d(&x, &w, &options)
+                } else {
+                    engine().correlate1d(&x, &w, &options)
+                };
+                let magnitude = magnitude(x.view(), w.view(), &options, convolve);
+                let what = format!("register m{m} len {len} {options:?} convolve {convolve}");
+                assert_close(
+                    got.unwrap().view(),
+                    expected.unwrap().view(),
+                    magnitude.view(),
+                    &what,
+                );
+                runs += 1;
+            }
+        }
+    }
+    let unsupported = Conv1dOptions {
+        kernel: Kernel::RegisterTiled,
+        ..Default::default()
+    };
+    let x = random_vec(&mut rng, 100);
+    assert!(matches!(
+        engine().correlate1d(&x, &random_vec(&mut rng, 4), &unsupported),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    let wrong_tile = Conv1dOptions {
+        kernel: Kernel::RegisterTiled,
+        tile: Some(128),
+        ..Default::default()
+    };
+    assert!(matches!(
+        engine().correlate1d(&x, &random_vec(&mut rng, 5), &wrong_tile),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    eprintln!("1d register-tiled: {runs} runs matched the reference (seed {seed})");
+}

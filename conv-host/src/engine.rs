@@ -132,7 +132,15 @@ impl Engine {
         let register_names = crate::conv2d::REGISTER_ENTRY_POINTS
             .iter()
             .map(|&(_, _, name)| name);
-        for name in KERNEL_NAMES.iter().copied().chain(register_names) {
+        let register_names_1d = crate::conv1d::REGISTER_ENTRY_POINTS_1D
+            .iter()
+            .map(|&(_, name)| name);
+        for name in KERNEL_NAMES
+            .iter()
+            .copied()
+            .chain(register_names)
+            .chain(register_names_1d)
+        {
             let function = module
                 .load_function(name)
                 .context(|| format!("loading kernel `{name}`"))?;

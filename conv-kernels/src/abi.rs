@@ -43,6 +43,11 @@ pub struct Conv1dParams {
     pub clamp_hi: f32,
 }
 
+/// Threads per block of the register-tiled 1D kernels.
+pub const REGISTER_THREADS_1D: u32 = 256;
+/// Consecutive outputs each thread of a register-tiled 1D kernel computes.
+pub const REGISTER_OUTPUTS_1D: u32 = 4;
+
 /// Block of the register-tiled 2D kernels: threads along a row (elements) and down the rows.
 pub const REGISTER_BLOCK: (u32, u32) = (32, 8);
 /// Output rows each thread of a register-tiled 2D kernel computes (its accumulators).

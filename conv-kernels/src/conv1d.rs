@@ -216,3 +216,112 @@ pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2_global_mask(
     // SAFETY: forwarded contract.
     unsafe { tiled_l2(input, GlobalMask(mask), output, &p) }
 }
+
+/// Four outputs, so that one store of 16 aligned bytes writes them.
+#[repr(C, align(16))]
+struct Quad([f32; 4]);
+
+/// Register-tiled design, specialised at compile time on the mask length `M`. A block of
+/// `REGISTER_THREADS_1D` = 256 threads produces 1,024 outputs: it stages its input span (tile plus
+/// halo; no boundary checks when the span lies inside the input, and every load issued before any
+/// store) in shared memory; then thread `t` reads the `M + 3` values its four consecutive outputs
+/// `4t..4t + 4` need with 16-byte shared loads (consecutive threads, consecutive addresses: no
+/// bank conflicts), keeps them in registers, applies the taps as compile-time constant-memory
+/// operands and writes the four outputs with one 16-byte store.
+///
+/// # Safety
+/// As [`direct`]; `p.mask_len = M`, the mask in `MASK`, a 256-thread launch with
+/// `((1024 + M - 1).next_multiple_of(4) + 4) * 4` bytes of shared memory; `output` 16-byte aligned.
+#[inline(always)]
+unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p: &Conv1dParams) {
+    use crate::abi::{REGISTER_OUTPUTS_1D, REGISTER_THREADS_1D};
+    const THREADS: usize = REGISTER_THREADS_1D as usize;
+    const PER_THREAD: usize = REGISTER_OUTPUTS_1D as usize;
+    const TILE: usize = THREADS * PER_THREAD;
+    const MAX_STEPS: usize = (TILE + 30).div_ceil(THREADS);
+    const { assert!(M <= 31 && PER_THREAD == 4) };
+    let span = TILE + M - 1;
+    let tid = thread_idx_x() as usize;
+    let start = (p.block_offset + block_idx_x()) as usize * TILE;
+    let first = start as i64 - p.left as i64;
+    let len = p.len as usize;
+    if first >= 0 && first as usize + span <= len {
+        let mut values = [0.0f32; MAX_STEPS];
+        for (step, value) in values.iter_mut().enumerate().take(span.div_ceil(THREADS)) {
+            let k = step * THREADS + tid;
+            if k < span {
+                // SAFETY: the whole span lies inside the input.
+                *value = unsafe { *input.add(first as usize + k) };
+            }
+        }
+        for (step, &value) in values.iter().enumerate().take(span.div_ceil(THREADS)) {
+            let k = step * THREADS + tid;
+            if k < span {
+                // SAFETY: `k < span`, within the reserved count.
+                unsafe { SharedTile::store(k as u64, value) };
+            }
+        }
+    } else {
+        // SAFETY: `input` holds `p.len` elements (caller).
+        let line = unsafe { Line::new(input, p.len, p.mode, p.cval) };
+        let mut k = tid;
+        while k < span {
+            // SAFETY: `k < span`, within the reserved count.
+            unsafe { SharedTile::store(k as u64, line.at(first + k as i64)) };
+            k += THREADS;
+        }
+    }
+    sync_threads();
+    let base = tid * PER_THREAD;
+    let mut window = [0.0f32; 36];
+    for q in 0..(PER_THREAD + M - 1).div_ceil(4) {
+        // SAFETY: `base + 4q + 4 <= (span).next_multiple_of(4) + 4`, the reserved count; the
+        // values past the span are never used.
+        let quad = unsafe { SharedTile::load4((base + 4 * q) as u64) };
+        window[4 * q..4 * q + 4].copy_from_slice(&quad);
+    }
+    let mut acc = [0.0f32; PER_THREAD];
+    for (r, sum) in acc.iter_mut().enumerate() {
+        for j in 0..M {
+            *sum = fma(ConstantMask.tap(j as u64), window[r + j], *sum);
+        }
+        *sum = clamp(*sum, p);
+    }
+    let i = start + base;
+    if i + PER_THREAD <= len {
+        // SAFETY: `i + 4 <= len`; `i` is a multiple of 4 and `output` 16-byte aligned.
+        unsafe { *(output.add(i) as *mut Quad) = Quad(acc) };
+    } else {
+        // Constant indices keep `acc` in registers.
+        for (r, &sum) in acc.iter().enumerate() {
+            if i + r < len {
+                // SAFETY: `i + r < len`.
+                unsafe { *output.add(i + r) = sum };
+            }
+        }
+    }
+}
+
+/// Declares the register-tiled 1D entry points, one per mask length.
+macro_rules! register_entry_points {
+    ($(($name:ident, $m:literal)),* $(,)?) => {$(
+        #[doc = concat!("Register-tiled 1D kernel for ", $m, "-tap masks.")]
+        ///
+        /// # Safety
+        /// As `register_tiled`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: Conv1dParams) {
+            // SAFETY: forwarded contract.
+            unsafe { register_tiled::<$m>(input, output, &p) }
+        }
+    )*};
+}
+
+register_entry_points!(
+    (conv1d_register_m3, 3),
+    (conv1d_register_m5, 5),
+    (conv1d_register_m7, 7),
+    (conv1d_register_m9, 9),
+    (conv1d_register_m15, 15),
+    (conv1d_register_m31, 31),
+);

@@ -141,6 +141,29 @@ impl SharedTile {
         }
     }
 
+    /// Reads elements `index..index + 4` with one 16-byte access.
+    ///
+    /// # Safety
+    /// `index` is a multiple of 4, `index + 4` is within the reserved count, and the elements
+    /// were stored before the last `sync_threads`.
+    #[inline(always)]
+    pub unsafe fn load4(index: u64) -> [f32; 4] {
+        let (a, b, c, d): (f32, f32, f32, f32);
+        // SAFETY: in bounds and 16-byte aligned (the symbol is `.align 16`) by the contract.
+        unsafe {
+            asm!(
+                "ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{addr}];",
+                addr = in(reg64) Self::address(index),
+                a = out(reg32) a,
+                b = out(reg32) b,
+                c = out(reg32) c,
+                d = out(reg32) d,
+                options(pure, readonly, nostack),
+            );
+        }
+        [a, b, c, d]
+    }
+
     /// Reads element `index`.
     ///
     /// # Safety

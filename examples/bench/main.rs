@@ -207,14 +207,28 @@ fn bench_1d(
                 let _ = reference::correlate1d(&input, &mask, &Conv1dOptions::default());
                 start.elapsed().as_secs_f64() * 1e3
             });
-            for kernel in Kernel::ALL {
-                for &tile in tiles {
+            // The seed designs at every tile, and the register-tiled design (fixed block) where
+            // one was compiled for this mask length.
+            let register = Conv1dOptions {
+                kernel: Kernel::RegisterTiled,
+                ..Default::default()
+            };
+            let mut variants: Vec<(Kernel, Option<u32>)> = Kernel::ALL
+                .iter()
+                .flat_map(|&k| tiles.iter().map(move |&t| (k, Some(t))))
+                .collect();
+            if engine.plan1d(taps, &register).is_ok() {
+                variants.push((Kernel::RegisterTiled, None));
+            }
+            for (kernel, tile) in variants {
+                {
                     let options = Conv1dOptions {
                         kernel,
-                        tile: Some(tile),
+                        tile,
                         ..Default::default()
                     };
                     let launch = engine.plan1d(taps, &options).map_err(|e| e.to_string())?;
+                    let tile = launch.block.0;
                     let (output, times) = engine
                         .time_correlate1d(&input, &mask, &options, WARMUP + TIMED)
                         .map_err(|e| e.to_string())?;

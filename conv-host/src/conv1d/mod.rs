@@ -2,7 +2,7 @@
 
 pub(crate) mod reference;
 
-use crate::abi::{Conv1dParams, MASK_CAPACITY};
+use crate::abi::{Conv1dParams, MASK_CAPACITY, REGISTER_OUTPUTS_1D, REGISTER_THREADS_1D};
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major};
@@ -45,6 +45,16 @@ const ENTRY_POINTS: EntryPoints = EntryPoints {
     tiled_l2_global_mask: "conv1d_tiled_l2_global_mask",
 };
 
+/// The register-tiled 1D entry points: `(mask length, name)`, as `conv-kernels` declares them.
+pub(crate) const REGISTER_ENTRY_POINTS_1D: [(u32, &str); 6] = [
+    (3, "conv1d_register_m3"),
+    (5, "conv1d_register_m5"),
+    (7, "conv1d_register_m7"),
+    (9, "conv1d_register_m9"),
+    (15, "conv1d_register_m15"),
+    (31, "conv1d_register_m31"),
+];
+
 /// Mask taps in correlation order and the number of taps left of the output position.
 pub(crate) struct Taps {
     pub(crate) values: Vec<f32>,
@@ -69,10 +79,41 @@ fn plan(
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
-    if kernel == Kernel::RegisterTiled {
-        return Err(ConvError::InvalidLaunch {
-            kernel: "conv2d_register",
-            reason: "the register-tiled design exists for 2D images only".into(),
+    let register = REGISTER_ENTRY_POINTS_1D
+        .iter()
+        .find(|&&(m, _)| m as usize == mask_len);
+    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register.is_some()) {
+        let invalid = |reason: String| ConvError::InvalidLaunch {
+            kernel: "conv1d_register",
+            reason,
+        };
+        let &(_, entry_point) = register.ok_or_else(|| {
+            let lengths: Vec<u32> = REGISTER_ENTRY_POINTS_1D.iter().map(|&(m, _)| m).collect();
+            invalid(format!(
+                "no register-tiled 1D kernel for {mask_len} taps (compiled for {lengths:?})"
+            ))
+        })?;
+        if tile.is_some_and(|t| t != REGISTER_THREADS_1D) {
+            return Err(invalid(format!(
+                "the register-tiled kernels use {REGISTER_THREADS_1D} threads per block"
+            )));
+        }
+        let output_tile = REGISTER_THREADS_1D * REGISTER_OUTPUTS_1D;
+        // The 16-byte shared loads may reach 4 floats past the span rounded up to 4.
+        let shared_floats = (output_tile as usize + mask_len - 1).next_multiple_of(4) + 4;
+        check_block(
+            device,
+            entry_point,
+            (REGISTER_THREADS_1D, 1),
+            shared_floats as u64 * 4,
+        )?;
+        return Ok(LaunchPlan {
+            kernel: Kernel::RegisterTiled,
+            entry_point,
+            block: (REGISTER_THREADS_1D, 1),
+            output_tile: (output_tile, 1),
+            shared_memory_bytes: shared_floats as u32 * 4,
+            mask_in_constant_memory: true,
         });
     }
     let fits = mask_len <= MASK_CAPACITY;
@@ -272,7 +313,7 @@ impl Engine {
             Some(session.upload(&taps.values)?)
         };
         let (mode, cval) = mode.code_and_cval();
-        let blocks = len.div_ceil(plan.block.0 as usize) as u64;
+        let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
         let max_grid = u64::from(session.device().max_grid_dim.0.max(1));
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
