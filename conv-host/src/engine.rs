@@ -4,8 +4,8 @@ use crate::abi::MASK_CAPACITY;
 use crate::error::{ConvError, DriverContext, Result};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
 use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DriverError,
-    LaunchArgs, LaunchConfig,
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
+    DriverError, LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::Ptx;
 use std::cell::Cell;
@@ -339,6 +339,13 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
     })
 }
 
+/// The device buffers of one operation.
+pub(crate) struct Buffers {
+    input: CudaSlice<f32>,
+    pub(crate) output: CudaSlice<f32>,
+    mask: Option<CudaSlice<f32>>,
+}
+
 /// One operation's hold on the engine: uploads, the constant mask, launches and downloads,
 /// all ordered on the engine's stream.
 pub(crate) struct Session<'e> {
@@ -433,6 +440,54 @@ impl Session<'_> {
             .stream
             .memcpy_htod(taps, &mut view)
             .context(|| "uploading the mask to constant memory".into())
+    }
+
+    /// Stages one operation's data: uploads `input`, allocates a poisoned output of the same
+    /// length, and puts the mask in constant memory or in a device buffer.
+    pub(crate) fn stage(
+        &self,
+        input: &[f32],
+        mask: &[f32],
+        mask_in_constant_memory: bool,
+    ) -> Result<Buffers> {
+        let mask_bytes = if mask_in_constant_memory {
+            0
+        } else {
+            size_of_val(mask)
+        };
+        self.reserve(2 * size_of_val(input) + mask_bytes)?;
+        let input_buffer = self.upload(input)?;
+        let output = self.alloc_poisoned(input.len())?;
+        let mask = if mask_in_constant_memory {
+            self.set_constant_mask(mask)?;
+            None
+        } else {
+            Some(self.upload(mask)?)
+        };
+        Ok(Buffers {
+            input: input_buffer,
+            output,
+            mask,
+        })
+    }
+
+    /// Launches a convolution kernel with the arguments every one takes: input, mask (only the
+    /// global-mask kernels), output, parameters.
+    pub(crate) fn launch_conv<'a, P: DeviceRepr>(
+        &'a self,
+        kernel: &'static str,
+        config: LaunchConfig,
+        buffers: &'a mut Buffers,
+        params: &'a P,
+    ) -> Result<()> {
+        self.launch(kernel, config, |args| {
+            args.arg(&buffers.input);
+            if let Some(mask) = &buffers.mask {
+                args.arg(mask);
+            }
+            args.arg(&mut buffers.output);
+            args.arg(params);
+        })
     }
 
     /// Launches `kernel`; `push_args` adds its arguments in order. Waits for it to finish so a

@@ -9,8 +9,8 @@
 use crate::abi::Conv1dParams;
 use crate::boundary::Line;
 use crate::gpu::{
-    ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, block_idx_x, fma, sync_threads,
-    thread_idx_x,
+    ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, block_idx_x, clamp_keeping_nan, fma,
+    sync_threads, thread_idx_x,
 };
 
 /// First output index of this thread's block.
@@ -19,16 +19,10 @@ fn tile_start(p: &Conv1dParams) -> u64 {
     (p.block_offset + block_idx_x()) * block_dim_x()
 }
 
-/// Clamps without losing NaN: comparisons with NaN are false, so NaN passes through.
+/// The output clamp of these parameters.
 #[inline(always)]
 fn clamp(value: f32, p: &Conv1dParams) -> f32 {
-    if value < p.clamp_lo {
-        p.clamp_lo
-    } else if value > p.clamp_hi {
-        p.clamp_hi
-    } else {
-        value
-    }
+    clamp_keeping_nan(value, p.clamp_lo, p.clamp_hi)
 }
 
 /// Basic design (textbook Fig. 7.6/7.8): each thread reads its `mask_len` inputs straight from

@@ -10,19 +10,13 @@ use crate::abi::Conv2dParams;
 use crate::boundary::Plane;
 use crate::gpu::{
     ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, block_dim_y, block_idx_x, block_idx_y,
-    fma, sync_threads, thread_idx_x, thread_idx_y,
+    clamp_keeping_nan, fma, sync_threads, thread_idx_x, thread_idx_y,
 };
 
-/// Clamps without losing NaN.
+/// The output clamp of these parameters.
 #[inline(always)]
 fn clamp(value: f32, p: &Conv2dParams) -> f32 {
-    if value < p.clamp_lo {
-        p.clamp_lo
-    } else if value > p.clamp_hi {
-        p.clamp_hi
-    } else {
-        value
-    }
+    clamp_keeping_nan(value, p.clamp_lo, p.clamp_hi)
 }
 
 /// Elements per row.

@@ -69,6 +69,19 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     core::intrinsics::fmaf32(a, b, c)
 }
 
+/// `value` limited to `[lo, hi]`. Written as comparisons, which are false for NaN, so NaN passes
+/// through (`f32::clamp` would too, but `min`/`max` would drop it).
+#[inline(always)]
+pub fn clamp_keeping_nan(value: f32, lo: f32, hi: f32) -> f32 {
+    if value < lo {
+        lo
+    } else if value > hi {
+        hi
+    } else {
+        value
+    }
+}
+
 /// Where a kernel reads its mask taps from.
 pub trait Mask: Copy {
     /// Tap `j`; `j` is below the mask length the host uploaded.

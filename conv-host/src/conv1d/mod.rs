@@ -9,7 +9,7 @@ use crate::layout::{check_output, fill_output, row_major};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
 use crate::plan::{EntryPoints, LaunchPlan, check_block};
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
 
 // SAFETY: `Conv1dParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
@@ -298,20 +298,7 @@ impl Engine {
             return Err(ConvError::TooLarge { len });
         }
         let session = self.session()?;
-        let mask_bytes = if plan.mask_in_constant_memory {
-            0
-        } else {
-            taps.values.len() * 4
-        };
-        session.reserve(2 * len * 4 + mask_bytes)?;
-        let device_input = session.upload(input)?;
-        let mut device_output = session.alloc_poisoned(len)?;
-        let device_mask = if plan.mask_in_constant_memory {
-            session.set_constant_mask(&taps.values)?;
-            None
-        } else {
-            Some(session.upload(&taps.values)?)
-        };
+        let mut buffers = session.stage(input, &taps.values, plan.mask_in_constant_memory)?;
         let (mode, cval) = mode.code_and_cval();
         let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
         let max_grid = u64::from(session.device().max_grid_dim.0.max(1));
@@ -336,22 +323,15 @@ impl Engine {
                     block_dim: (plan.block.0, 1, 1),
                     shared_mem_bytes: plan.shared_memory_bytes,
                 };
-                // Contract of every conv1d kernel: input and output hold `len` elements (uploaded
-                // and allocated above), the mask holds `mask_len` taps (in MASK or `device_mask`),
+                // Contract of every conv1d kernel: input and output hold `len` elements (staged
+                // above), the mask holds `mask_len` taps (in MASK or `device_mask`),
                 // shared memory as `plan` computed for this kernel, and `left < mask_len`.
-                session.launch(plan.entry_point, config, |args| {
-                    args.arg(&device_input);
-                    if let Some(mask) = &device_mask {
-                        args.arg(mask);
-                    }
-                    args.arg(&mut device_output);
-                    args.arg(&params);
-                })?;
+                session.launch_conv(plan.entry_point, config, &mut buffers, &params)?;
                 block_offset += count;
             }
             times.push(session.kernel_ms() - before);
         }
-        session.download(&device_output, out)?;
+        session.download(&buffers.output, out)?;
         Ok(times)
     }
 }

@@ -12,7 +12,7 @@ use crate::layout::{check_output, pack_pitched, unpack_pitched};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
 use crate::plan::{EntryPoints, LaunchPlan, check_block};
-use cudarc::driver::{DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{DeviceRepr, LaunchConfig};
 use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix2, Ix3, RemoveAxis, s};
 
 // SAFETY: `Conv2dParams` is `repr(C)`, `Copy`, plain integers and floats, declared identically
@@ -389,20 +389,7 @@ impl Engine {
         if blocks_x > u64::from(device.max_grid_dim.0) {
             return Err(ConvError::TooLarge { len: image.len() });
         }
-        let mask_bytes = if plan.mask_in_constant_memory {
-            0
-        } else {
-            mask.values.len() * 4
-        };
-        session.reserve(2 * image.len() * 4 + mask_bytes)?;
-        let device_input = session.upload(image)?;
-        let mut device_output = session.alloc_poisoned(image.len())?;
-        let device_mask = if plan.mask_in_constant_memory {
-            session.set_constant_mask(&mask.values)?;
-            None
-        } else {
-            Some(session.upload(&mask.values)?)
-        };
+        let mut buffers = session.stage(image, &mask.values, plan.mask_in_constant_memory)?;
         let (mode, cval) = mode.code_and_cval();
         let max_grid_y = u64::from(device.max_grid_dim.1.max(1));
         let mut times = Vec::with_capacity(runs);
@@ -437,19 +424,12 @@ impl Engine {
                 // width * channels` elements (uploaded and allocated above), the mask holds
                 // `mask_h * mask_w` taps (in MASK or `device_mask`), shared memory and output tile
                 // as `plan` computed for this design, `top < mask_h` and `left < mask_w`.
-                session.launch(plan.entry_point, config, |args| {
-                    args.arg(&device_input);
-                    if let Some(mask) = &device_mask {
-                        args.arg(mask);
-                    }
-                    args.arg(&mut device_output);
-                    args.arg(&params);
-                })?;
+                session.launch_conv(plan.entry_point, config, &mut buffers, &params)?;
                 block_offset_y += count;
             }
             times.push(session.kernel_ms() - before);
         }
-        session.download(&device_output, out)?;
+        session.download(&buffers.output, out)?;
         Ok(times)
     }
 }
