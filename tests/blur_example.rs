@@ -194,3 +194,48 @@ fn blur_example_on_the_gpu_matches_the_cpu() {
         assert!(worst <= 1, "{kernel}: GPU and CPU differ by {worst} levels");
     }
 }
+
+#[test]
+fn blur_example_reads_and_writes_jpeg() {
+    let dir = temp_dir("jpeg");
+    let (input, output) = (dir.join("in.jpg"), dir.join("out.jpg"));
+    let image = image::RgbImage::from_fn(40, 24, |x, y| {
+        image::Rgb([(x * 6) as u8, (y * 10) as u8, ((x + y) * 4) as u8])
+    });
+    image.save(&input).unwrap();
+    run_blur(&[
+        "--cpu",
+        "--input",
+        input.to_str().unwrap(),
+        "--output",
+        output.to_str().unwrap(),
+    ]);
+    let blurred = image::open(&output).unwrap();
+    assert_eq!(
+        (blurred.width(), blurred.height(), blurred.color()),
+        (40, 24, image::ColorType::Rgb8)
+    );
+}
+
+#[test]
+fn without_a_driver_require_gpu_fails_and_the_default_falls_back() {
+    if std::path::Path::new("/dev/nvidiactl").exists() {
+        return; // a GPU machine: blur_example_on_the_gpu_matches_the_cpu covers it
+    }
+    let dir = temp_dir("nogpu");
+    let output = dir.join("out.png");
+    let stdout = run_blur(&["--output", output.to_str().unwrap()]);
+    assert_eq!(
+        stdout.lines().filter(|l| l.starts_with("no GPU")).count(),
+        1,
+        "{stdout}"
+    );
+    assert!(output.exists());
+    let status = Command::new(blur_binary())
+        .args(["--require-gpu", "--output"])
+        .arg(&output)
+        .output()
+        .unwrap()
+        .status;
+    assert!(!status.success(), "--require-gpu must fail without a GPU");
+}
