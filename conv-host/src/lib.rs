@@ -4,10 +4,15 @@
 //! with rustc's `nvptx64-nvidia-cuda` target; the [`Engine`] loads that PTX through the CUDA
 //! driver (found at run time, so nothing CUDA is needed to build) and launches it.
 //!
+//! Operations: 1D signals ([`Engine::correlate1d`], [`Engine::convolve1d`]), 2D images `H x W`
+//! or interleaved `H x W x C` ([`Engine::correlate2d`], [`Engine::convolve2d`],
+//! [`Engine::gaussian_filter`]), each with an `_into` form writing into a caller's view, and mask
+//! builders in [`masks`]. The kernel design is chosen by [`Kernel`] (`Auto` by default).
+//!
 //! Semantics follow SciPy's `scipy.ndimage`: [`Engine::correlate1d`] computes
 //! `out[i] = sum_j mask[j] * in[i + j - len(mask) / 2 - origin]`, [`Engine::convolve1d`] flips the
 //! mask first, and [`BoundaryMode`] names how the input continues past its ends. Every GPU
-//! operation has an f64 CPU twin in [`reference`].
+//! operation has an f64 CPU twin in [`reference`](mod@reference).
 //!
 //! ```no_run
 //! use conv_host::{Conv1dOptions, Engine, BoundaryMode};
