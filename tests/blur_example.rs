@@ -37,6 +37,16 @@ fn run_blur(args: &[&str]) -> String {
     stdout
 }
 
+/// Blurs the image file `input` on the CPU path into `output`, with `extra` arguments, and
+/// opens the result.
+fn blur_file_on_cpu(input: &Path, output: &Path, extra: &[&str]) -> image::DynamicImage {
+    let paths = [input.to_str().unwrap(), output.to_str().unwrap()];
+    let mut args = vec!["--cpu", "--input", paths[0], "--output", paths[1]];
+    args.extend_from_slice(extra);
+    run_blur(&args);
+    image::open(output).unwrap()
+}
+
 /// Sum of absolute differences between horizontal and vertical neighbours, over all channels.
 fn total_variation(image: &image::DynamicImage) -> u64 {
     let pixels = image.to_rgba8();
@@ -118,18 +128,7 @@ fn blur_example_keeps_grey_and_alpha_inputs() {
     ] {
         let (input, output) = (dir.join(name), dir.join(format!("out-{name}")));
         image.save(&input).unwrap();
-        run_blur(&[
-            "--cpu",
-            "--input",
-            input.to_str().unwrap(),
-            "--output",
-            output.to_str().unwrap(),
-            "--sigma",
-            "1.5",
-            "--mode",
-            "mirror",
-        ]);
-        let blurred = image::open(&output).unwrap();
+        let blurred = blur_file_on_cpu(&input, &output, &["--sigma", "1.5", "--mode", "mirror"]);
         assert_eq!(blurred.color(), image.color(), "{name}");
         assert_eq!(
             (blurred.width(), blurred.height()),
@@ -203,14 +202,7 @@ fn blur_example_reads_and_writes_jpeg() {
         image::Rgb([(x * 6) as u8, (y * 10) as u8, ((x + y) * 4) as u8])
     });
     image.save(&input).unwrap();
-    run_blur(&[
-        "--cpu",
-        "--input",
-        input.to_str().unwrap(),
-        "--output",
-        output.to_str().unwrap(),
-    ]);
-    let blurred = image::open(&output).unwrap();
+    let blurred = blur_file_on_cpu(&input, &output, &[]);
     assert_eq!(
         (blurred.width(), blurred.height(), blurred.color()),
         (40, 24, image::ColorType::Rgb8)

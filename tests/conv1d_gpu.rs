@@ -3,12 +3,13 @@
 
 mod common;
 
-use common::{all_modes, assert_close, engine, magnitude, random_vec, rng};
-use conv_host::reference::{convolve1d, correlate1d};
+use common::{
+    all_modes, assert_engine_works, engine, expected1d, gpu1d, random_origin, random_vec, rng,
+};
+use conv_host::reference::correlate1d;
 use conv_host::{BoundaryMode, Clamp, Conv1dOptions, ConvError, Kernel, MASK_CAPACITY};
 use ndarray::{Array1, ArrayView1, ArrayViewMut1, array, s};
 use rand::Rng;
-use rand::rngs::StdRng;
 
 const TILES: [u32; 5] = [1, 32, 33, 256, 1024];
 
@@ -19,41 +20,18 @@ fn check_all_kernels(
     options: Conv1dOptions,
     convolve: bool,
 ) -> usize {
-    let expected = if convolve {
-        convolve1d(&x, &w, &options)
-    } else {
-        correlate1d(&x, &w, &options)
-    };
-    let expected = expected.expect("valid options");
-    let magnitude = magnitude(x, w, &options, convolve);
+    let expected = expected1d(x, w, &options, convolve);
     for kernel in Kernel::ALL {
         let options = Conv1dOptions { kernel, ..options };
-        let got = if convolve {
-            engine().convolve1d(&x, &w, &options)
-        } else {
-            engine().correlate1d(&x, &w, &options)
-        };
         let what = format!(
             "{kernel} len {} mask {} convolve {convolve} {options:?}",
             x.len(),
             w.len()
         );
-        let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
-        assert_close(got.view(), expected.view(), magnitude.view(), &what);
+        let got = gpu1d(x, w, &options, convolve).unwrap_or_else(|e| panic!("{what}: {e}"));
+        expected.check(got.view(), &what);
     }
     Kernel::ALL.len()
-}
-
-fn random_origin(rng: &mut StdRng, mask_len: usize, convolve: bool) -> isize {
-    let half = (mask_len / 2) as i64;
-    let upper = (mask_len as i64 - 1) / 2;
-    let even = i64::from(mask_len.is_multiple_of(2));
-    let origin = if convolve {
-        rng.random_range(-upper - even..=half - even)
-    } else {
-        rng.random_range(-half..=upper)
-    };
-    origin as isize
 }
 
 #[test]
@@ -208,12 +186,9 @@ fn strided_inputs_and_outputs() {
                 tile: Some(64),
                 ..Default::default()
             };
-            let expected = correlate1d(&view, &w, &options).unwrap();
-            let magnitude = magnitude(view, w.view(), &options, false);
-            assert_close(
-                engine().correlate1d(&view, &w, &options).unwrap().view(),
-                expected.view(),
-                magnitude.view(),
+            let expected = expected1d(view, w.view(), &options, false);
+            expected.check(
+                gpu1d(view, w.view(), &options, false).unwrap().view(),
                 "view",
             );
             // Into every other element of a larger, reversed buffer.
@@ -222,12 +197,7 @@ fn strided_inputs_and_outputs() {
             engine()
                 .correlate1d_into(&view, &w, &options, slots.view_mut())
                 .unwrap();
-            assert_close(
-                slots.view(),
-                expected.view(),
-                magnitude.view(),
-                "into a strided view",
-            );
+            expected.check(slots.view(), "into a strided view");
             assert!(target.slice(s![..;-2]).iter().all(|v| v.is_finite()));
             assert!(
                 target.slice(s![..;2]).iter().all(|v| v.is_nan()),
@@ -289,12 +259,7 @@ fn bad_launches_are_typed_errors_and_the_engine_recovers() {
             matches!(result, Err(ConvError::InvalidLaunch { .. })),
             "{kernel} tile {tile}: {result:?}"
         );
-        assert_eq!(
-            engine()
-                .correlate1d(&x, &w, &Conv1dOptions::default())
-                .unwrap(),
-            array![3.0, 6.0, 5.0]
-        );
+        assert_engine_works();
     }
     let mut short = Array1::zeros(2);
     let result = engine().correlate1d_into(&x, &w, &Conv1dOptions::default(), short.view_mut());
@@ -315,12 +280,7 @@ fn bad_launches_are_typed_errors_and_the_engine_recovers() {
         matches!(result, Err(ConvError::OverlappingOutput)),
         "{result:?}"
     );
-    assert_eq!(
-        engine()
-            .correlate1d(&x, &w, &Conv1dOptions::default())
-            .unwrap(),
-        array![3.0, 6.0, 5.0]
-    );
+    assert_engine_works();
 }
 
 #[test]
@@ -402,24 +362,9 @@ fn register_tiled_kernels_match_the_reference() {
                 };
                 let x = random_vec(&mut rng, len);
                 let w = random_vec(&mut rng, m);
-                let expected = if convolve {
-                    convolve1d(&x, &w, &options)
-                } else {
-                    correlate1d(&x, &w, &options)
-                };
-                let got = if convolve {
-                    engine().convolve1d(&x, &w, &options)
-                } else {
-                    engine().correlate1d(&x, &w, &options)
-                };
-                let magnitude = magnitude(x.view(), w.view(), &options, convolve);
                 let what = format!("register m{m} len {len} {options:?} convolve {convolve}");
-                assert_close(
-                    got.unwrap().view(),
-                    expected.unwrap().view(),
-                    magnitude.view(),
-                    &what,
-                );
+                let got = gpu1d(x.view(), w.view(), &options, convolve).unwrap();
+                expected1d(x.view(), w.view(), &options, convolve).check(got.view(), &what);
                 runs += 1;
             }
         }

@@ -3,8 +3,8 @@
 
 mod common;
 
-use common::{all_modes, assert_close, engine, magnitude2d, rng};
-use conv_host::reference::{convolve2d, correlate2d};
+use common::{all_modes, assert_close, engine, expected2d, gpu2d, random_origin, rng};
+use conv_host::reference::correlate2d;
 use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, ImageDim, Kernel, MASK_CAPACITY};
 use ndarray::{Array2, Array3, ArrayView, ArrayView2, Axis, array, s};
 use rand::Rng;
@@ -28,13 +28,7 @@ fn check<D: ImageDim>(
     convolve: bool,
     tiles: &[(u32, u32)],
 ) -> usize {
-    let expected = if convolve {
-        convolve2d(&image, &mask, &options)
-    } else {
-        correlate2d(&image, &mask, &options)
-    };
-    let expected = expected.expect("valid options");
-    let magnitude = magnitude2d(image.view(), mask, &options, convolve);
+    let expected = expected2d(image.view(), mask, &options, convolve);
     let mut runs = 0;
     for &tile in tiles {
         for kernel in Kernel::ALL {
@@ -43,35 +37,19 @@ fn check<D: ImageDim>(
                 tile: Some(tile),
                 ..options
             };
-            let got = if convolve {
-                engine().convolve2d(&image, &mask, &options)
-            } else {
-                engine().correlate2d(&image, &mask, &options)
-            };
             let what = format!(
                 "{kernel} image {:?} strides {:?} mask {:?} convolve {convolve} {options:?}",
                 image.shape(),
                 image.strides(),
                 mask.shape()
             );
-            let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
-            assert_close(got.view(), expected.view(), magnitude.view(), &what);
+            let got = gpu2d(image.view(), mask, &options, convolve)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            expected.check(got.view(), &what);
             runs += 1;
         }
     }
     runs
-}
-
-fn random_origin(rng: &mut StdRng, len: usize, convolve: bool) -> isize {
-    let half = (len / 2) as i64;
-    let upper = (len as i64 - 1) / 2;
-    let even = i64::from(len.is_multiple_of(2));
-    let origin = if convolve {
-        rng.random_range(-upper - even..=half - even)
-    } else {
-        rng.random_range(-half..=upper)
-    };
-    origin as isize
 }
 
 /// Draws an image of `h x w x c` and checks it in one of several memory layouts: contiguous,
@@ -291,7 +269,7 @@ fn clamp_into_views_and_errors() {
             mode: BoundaryMode::Wrap,
             ..Default::default()
         };
-        let expected = correlate2d(&image, &mask, &options).unwrap();
+        let expected = expected2d(image.view(), mask.view(), &options, false);
         // Into a channel-reversed, strided view of a larger array.
         let mut target = Array3::from_elem((19, 46, 4), f32::NAN);
         let slots = target.slice_mut(s![.., 1..;2, ..;-1]);
@@ -299,13 +277,7 @@ fn clamp_into_views_and_errors() {
             .correlate2d_into(&image, &mask, &options, slots)
             .unwrap();
         let got = target.slice(s![.., 1..;2, ..;-1]);
-        let magnitude = magnitude2d(image.view(), mask.view(), &options, false);
-        assert_close(
-            got,
-            expected.view(),
-            magnitude.view(),
-            "into a strided view",
-        );
+        expected.check(got, "into a strided view");
         assert!(
             target.slice(s![.., ..;2, ..]).iter().all(|v| v.is_nan()),
             "wrote outside the view"
@@ -365,11 +337,11 @@ fn gaussian_filter_matches_the_separable_reference() {
             .gaussian_filter(&image, sigma, 4.0, &options)
             .unwrap();
         let mask = conv_host::masks::gaussian2d(sigma, 4.0).unwrap();
-        let magnitude = magnitude2d(image.view(), mask.view(), &options, false);
+        let direct = expected2d(image.view(), mask.view(), &options, false);
         assert_close(
             got.view(),
             expected.view(),
-            magnitude.view(),
+            direct.magnitude(),
             "gaussian_filter",
         );
     }
@@ -409,25 +381,10 @@ fn register_tiled_kernels_match_the_reference() {
                 };
                 let mask = random_mask(&mut rng, (m, m));
                 let image = random_array3(&mut rng, (h, w, channels));
-                let expected = if convolve {
-                    convolve2d(&image, &mask, &options)
-                } else {
-                    correlate2d(&image, &mask, &options)
-                };
-                let got = if convolve {
-                    engine().convolve2d(&image, &mask, &options)
-                } else {
-                    engine().correlate2d(&image, &mask, &options)
-                };
-                let magnitude = magnitude2d(image.view(), mask.view(), &options, convolve);
                 let what =
                     format!("register {m}x{m} c{channels} {h}x{w} {options:?} convolve {convolve}");
-                assert_close(
-                    got.unwrap().view(),
-                    expected.unwrap().view(),
-                    magnitude.view(),
-                    &what,
-                );
+                let got = gpu2d(image.view(), mask.view(), &options, convolve).unwrap();
+                expected2d(image.view(), mask.view(), &options, convolve).check(got.view(), &what);
                 runs += 1;
             }
         }

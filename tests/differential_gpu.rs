@@ -5,21 +5,10 @@
 
 mod common;
 
-use common::{assert_close, engine, magnitude, magnitude2d};
-use conv_host::reference::{convolve1d, convolve2d, correlate1d, correlate2d};
+use common::{any_mode, expected1d, expected2d, gpu1d, gpu2d, origin_range};
 use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, Kernel};
 use ndarray::{Array1, Array3, Axis, s};
 use proptest::prelude::*;
-
-fn mode() -> impl Strategy<Value = BoundaryMode> {
-    prop_oneof![
-        (-1.0f32..1.0).prop_map(BoundaryMode::Constant),
-        Just(BoundaryMode::Nearest),
-        Just(BoundaryMode::Reflect),
-        Just(BoundaryMode::Mirror),
-        Just(BoundaryMode::Wrap),
-    ]
-}
 
 fn kernel() -> impl Strategy<Value = Kernel> {
     prop::sample::select(Kernel::ALL.to_vec())
@@ -27,14 +16,7 @@ fn kernel() -> impl Strategy<Value = Kernel> {
 
 /// A valid origin for a mask axis of `len`, from a pick in [0, 1).
 fn origin(len: usize, pick: f64, convolve: bool) -> isize {
-    let half = (len / 2) as isize;
-    let upper = (len as isize - 1) / 2;
-    let even = isize::from(len.is_multiple_of(2));
-    let (min, max) = if convolve {
-        (-upper - even, half - even)
-    } else {
-        (-half, upper)
-    };
+    let (min, max) = origin_range(len, convolve);
     (min + (pick * (max - min + 1) as f64) as isize).min(max)
 }
 
@@ -58,7 +40,7 @@ fn case1d() -> impl Strategy<Value = Case1d> {
             Just(step),
             any::<bool>(),
             proptest::collection::vec(-1.0f32..1.0, 1..80),
-            mode(),
+            any_mode(1.0),
             0.0f64..1.0,
             kernel(),
             prop::sample::select(vec![1u32, 7, 32, 33, 128, 256, 1024]),
@@ -106,7 +88,7 @@ fn case2d() -> impl Strategy<Value = Case2d> {
                 0u8..4,
                 Just(mask_shape),
                 proptest::collection::vec(-1.0f32..1.0, mask_shape.0 * mask_shape.1),
-                mode(),
+                any_mode(1.0),
                 (0.0f64..1.0, 0.0f64..1.0),
                 kernel(),
                 prop::sample::select(vec![
@@ -164,21 +146,10 @@ fn check1d(case: &Case1d) -> Result<(), TestCaseError> {
         tile: Some(case.tile),
         clamp: None,
     };
-    let (got, expected) = if case.convolve {
-        (
-            engine().convolve1d(&input, &mask, &options),
-            convolve1d(&input, &mask, &options),
-        )
-    } else {
-        (
-            engine().correlate1d(&input, &mask, &options),
-            correlate1d(&input, &mask, &options),
-        )
-    };
-    let got = got.map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let magnitude = magnitude(input, mask.view(), &options, case.convolve);
+    let got = gpu1d(input, mask.view(), &options, case.convolve)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
     // proptest turns the panic of a failed comparison into a failure, and shrinks it.
-    assert_close(got.view(), expected.unwrap().view(), magnitude.view(), "1d");
+    expected1d(input, mask.view(), &options, case.convolve).check(got.view(), "1d");
     Ok(())
 }
 
@@ -235,20 +206,9 @@ fn compare2d<D: conv_host::ImageDim>(
     convolve: bool,
     what: &str,
 ) -> Result<(), TestCaseError> {
-    let (got, expected) = if convolve {
-        (
-            engine().convolve2d(&image, mask, options),
-            convolve2d(&image, mask, options),
-        )
-    } else {
-        (
-            engine().correlate2d(&image, mask, options),
-            correlate2d(&image, mask, options),
-        )
-    };
-    let got = got.map_err(|e| TestCaseError::fail(e.to_string()))?;
-    let magnitude = magnitude2d(image, mask.view(), options, convolve);
-    assert_close(got.view(), expected.unwrap().view(), magnitude.view(), what);
+    let got = gpu2d(image.view(), mask.view(), options, convolve)
+        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    expected2d(image, mask.view(), options, convolve).check(got.view(), what);
     Ok(())
 }
 

@@ -3,24 +3,12 @@
 
 mod common;
 
-use common::engine;
+use common::{assert_engine_works, engine};
 use conv_host::reference::{correlate1d, correlate2d};
 use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, Kernel};
 use ndarray::{Array1, Array2, Array3, ArrayView1, array};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-
-/// A correlation the engine must still compute exactly after each bad call.
-fn still_works() {
-    let x = array![1.0f32, 2.0, 3.0, 4.0];
-    let w = array![1.0f32, 0.0, -1.0];
-    assert_eq!(
-        engine()
-            .correlate1d(&x, &w, &Conv1dOptions::default())
-            .unwrap(),
-        array![-2.0, -2.0, -2.0, 3.0]
-    );
-}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -61,7 +49,7 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
             (4, 5, 0)
         );
     }
-    still_works();
+    assert_engine_works();
     // Empty masks.
     assert!(matches!(
         engine().correlate1d(&x, &Array1::<f32>::zeros(0), &Default::default()),
@@ -72,7 +60,7 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
         engine().correlate2d(&image, &Array2::<f32>::zeros((3, 0)), &Default::default()),
         Err(ConvError::EmptyMask)
     ));
-    still_works();
+    assert_engine_works();
     // NaN and infinity in the mask propagate as IEEE arithmetic says, as in the f64 reference.
     let signal: Array1<f32> = (0..40).map(|i| (i as f32 * 0.3).sin()).collect();
     for mask in [
@@ -101,13 +89,13 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
             }
         }
     }
-    still_works();
+    assert_engine_works();
     // A device that does not exist.
     assert!(matches!(
         Engine::with_device(4096),
         Err(ConvError::NoDevice { ordinal: 4096, .. })
     ));
-    still_works();
+    assert_engine_works();
     // An input larger than the device's free memory: a broadcast view holds 64 Gi elements
     // (256 GiB) without any host memory; the check comes before any host-side copy.
     let one = array![1.0f32];
@@ -126,7 +114,7 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
         }
         other => panic!("expected OutOfMemory, got {other:?}"),
     }
-    still_works();
+    assert_engine_works();
     // Invalid Gaussian parameters.
     for sigma in [-1.0, f32::NAN] {
         assert!(matches!(
@@ -134,7 +122,7 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
             Err(ConvError::InvalidParameter { .. })
         ));
     }
-    still_works();
+    assert_engine_works();
 }
 
 #[test]

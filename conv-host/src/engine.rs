@@ -212,6 +212,11 @@ impl Engine {
     /// device's free memory.
     pub(crate) fn ensure_free_memory(&self, bytes: usize) -> Result<()> {
         self.check_fault()?;
+        self.check_free_memory(bytes)
+    }
+
+    /// [`ConvError::OutOfMemory`] if `bytes` exceed the device's free memory.
+    fn check_free_memory(&self, bytes: usize) -> Result<()> {
         let (free, total) = self
             .context
             .mem_get_info()
@@ -372,19 +377,7 @@ impl Session<'_> {
 
     /// Fails with [`ConvError::OutOfMemory`] if `bytes` exceed the device's free memory.
     pub(crate) fn reserve(&self, bytes: usize) -> Result<()> {
-        let (free, total) = self
-            .engine
-            .context
-            .mem_get_info()
-            .context(|| "querying free memory".into())?;
-        if bytes > free {
-            return Err(ConvError::OutOfMemory {
-                requested: bytes,
-                free,
-                total,
-            });
-        }
-        Ok(())
+        self.engine.check_free_memory(bytes)
     }
 
     /// Copies `data` to a new device buffer.

@@ -202,60 +202,40 @@ fn bench_1d(
         let input = Array1::from(random_vec(rng, n));
         for &taps in masks {
             let mask = Array1::from(random_vec(rng, taps));
-            let cpu_ms = (n as f64 * taps as f64 <= CPU_BUDGET).then(|| {
-                let start = Instant::now();
+            let cpu_ms = cpu_time(n * taps, || {
                 let _ = reference::correlate1d(&input, &mask, &Conv1dOptions::default());
-                start.elapsed().as_secs_f64() * 1e3
             });
-            // The seed designs at every tile, and the register-tiled design (fixed block) where
-            // one was compiled for this mask length.
             let register = Conv1dOptions {
                 kernel: Kernel::RegisterTiled,
                 ..Default::default()
             };
-            let mut variants: Vec<(Kernel, Option<u32>)> = Kernel::ALL
-                .iter()
-                .flat_map(|&k| tiles.iter().map(move |&t| (k, Some(t))))
-                .collect();
-            if engine.plan1d(taps, &register).is_ok() {
-                variants.push((Kernel::RegisterTiled, None));
-            }
-            for (kernel, tile) in variants {
-                {
-                    let options = Conv1dOptions {
-                        kernel,
-                        tile,
-                        ..Default::default()
-                    };
-                    let launch = engine.plan1d(taps, &options).map_err(|e| e.to_string())?;
-                    let tile = launch.block.0;
-                    let (output, times) = engine
-                        .time_correlate1d(&input, &mask, &options, WARMUP + TIMED)
-                        .map_err(|e| e.to_string())?;
-                    let kernel_ms = median(times[WARMUP..].to_vec());
-                    let start = Instant::now();
-                    engine
-                        .correlate1d(&input, &mask, &options)
-                        .map_err(|e| e.to_string())?;
-                    let end_to_end_ms = start.elapsed().as_secs_f64() * 1e3;
-                    let max_error = check_1d(input.view(), mask.view(), output.view(), rng);
-                    let name = format!("1d/{kernel}/n2^{log2}/m{taps}/t{tile}");
-                    rows.push(row(
-                        name,
-                        1,
-                        &launch,
-                        n,
-                        taps,
-                        format!("{taps}"),
-                        format!("{tile}"),
-                        kernel_ms,
-                        end_to_end_ms,
-                        cpu_ms,
-                        predicted_reduction(&launch, (1, taps), 1),
-                        max_error,
-                        ceilings,
-                    ));
-                }
+            for (kernel, tile) in variants(tiles, engine.plan1d(taps, &register).is_ok()) {
+                let options = Conv1dOptions {
+                    kernel,
+                    tile,
+                    ..Default::default()
+                };
+                let launch = engine.plan1d(taps, &options).map_err(|e| e.to_string())?;
+                let (output, kernel_ms, end_to_end_ms) = measure(
+                    |runs| engine.time_correlate1d(&input, &mask, &options, runs),
+                    || engine.correlate1d(&input, &mask, &options).map(drop),
+                )?;
+                let tile = launch.block.0;
+                let measured = Measured {
+                    name: format!("1d/{kernel}/n2^{log2}/m{taps}/t{tile}"),
+                    dims: 1,
+                    elements: n,
+                    taps,
+                    mask: taps.to_string(),
+                    tile: tile.to_string(),
+                    kernel_ms,
+                    end_to_end_ms,
+                    cpu_ms,
+                    reduction: predicted_reduction(&launch, (1, taps), 1),
+                    max_error: check_1d(input.view(), mask.view(), output.view(), rng),
+                    launch,
+                };
+                rows.push(measured.into_row(ceilings));
             }
         }
         eprintln!("1d n = 2^{log2} done");
@@ -355,76 +335,52 @@ fn bench_2d(
         &[(32, 8), (16, 16)]
     };
     for &(side, channels) in &images {
-        let image = Array3::from_shape_vec(
-            (side, side, channels),
-            random_vec(rng, side * side * channels),
-        )
-        .expect("shape");
+        let shape = (side, side, channels);
+        let image =
+            Array3::from_shape_vec(shape, random_vec(rng, side * side * channels)).expect("shape");
         for &mask_shape in &masks {
             let mask =
                 Array2::from_shape_vec(mask_shape, random_vec(rng, mask_shape.0 * mask_shape.1))
                     .expect("shape");
-            let taps = mask.len();
-            let elements = image.len();
-            let cpu_ms = (elements as f64 * taps as f64 <= CPU_BUDGET).then(|| {
-                let start = Instant::now();
+            let (taps, elements) = (mask.len(), image.len());
+            let cpu_ms = cpu_time(elements * taps, || {
                 let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
-                start.elapsed().as_secs_f64() * 1e3
             });
-            // The seed designs at every tile, and the register-tiled design (fixed block) where
-            // one was compiled for this mask and channel count.
             let register = Conv2dOptions {
                 kernel: Kernel::RegisterTiled,
                 ..Default::default()
             };
-            let mut variants: Vec<(Kernel, Option<(u32, u32)>)> = Kernel::ALL
-                .iter()
-                .flat_map(|&k| tiles.iter().map(move |&t| (k, Some(t))))
-                .collect();
-            if engine.plan2d(mask_shape, channels, &register).is_ok() {
-                variants.push((Kernel::RegisterTiled, None));
-            }
-            for (kernel, tile) in variants {
-                {
-                    let options = Conv2dOptions {
-                        kernel,
-                        tile,
-                        ..Default::default()
-                    };
-                    let launch = engine
-                        .plan2d(mask_shape, channels, &options)
-                        .map_err(|e| e.to_string())?;
-                    let tile = launch.block;
-                    let (output, times) = engine
-                        .time_correlate2d(&image, &mask, &options, WARMUP + TIMED)
-                        .map_err(|e| e.to_string())?;
-                    let kernel_ms = median(times[WARMUP..].to_vec());
-                    let start = Instant::now();
-                    engine
-                        .correlate2d(&image, &mask, &options)
-                        .map_err(|e| e.to_string())?;
-                    let end_to_end_ms = start.elapsed().as_secs_f64() * 1e3;
-                    let max_error = check_2d(image.view(), &mask, output.view(), rng);
-                    let shape = format!("{side}x{side}x{channels}");
-                    let mask_name = format!("{}x{}", mask_shape.0, mask_shape.1);
-                    let tile_name = format!("{}x{}", tile.0, tile.1);
-                    let name = format!("2d/{kernel}/{shape}/m{mask_name}/t{tile_name}");
-                    rows.push(row(
-                        name,
-                        2,
-                        &launch,
-                        elements,
-                        taps,
-                        mask_name,
-                        tile_name,
-                        kernel_ms,
-                        end_to_end_ms,
-                        cpu_ms,
-                        predicted_reduction(&launch, mask_shape, channels),
-                        max_error,
-                        ceilings,
-                    ));
-                }
+            let register_applies = engine.plan2d(mask_shape, channels, &register).is_ok();
+            for (kernel, tile) in variants(tiles, register_applies) {
+                let options = Conv2dOptions {
+                    kernel,
+                    tile,
+                    ..Default::default()
+                };
+                let launch = engine
+                    .plan2d(mask_shape, channels, &options)
+                    .map_err(|e| e.to_string())?;
+                let (output, kernel_ms, end_to_end_ms) = measure(
+                    |runs| engine.time_correlate2d(&image, &mask, &options, runs),
+                    || engine.correlate2d(&image, &mask, &options).map(drop),
+                )?;
+                let mask_name = format!("{}x{}", mask_shape.0, mask_shape.1);
+                let tile_name = format!("{}x{}", launch.block.0, launch.block.1);
+                let measured = Measured {
+                    name: format!("2d/{kernel}/{side}x{side}x{channels}/m{mask_name}/t{tile_name}"),
+                    dims: 2,
+                    elements,
+                    taps,
+                    mask: mask_name,
+                    tile: tile_name,
+                    kernel_ms,
+                    end_to_end_ms,
+                    cpu_ms,
+                    reduction: predicted_reduction(&launch, mask_shape, channels),
+                    max_error: check_2d(image.view(), &mask, output.view(), rng),
+                    launch,
+                };
+                rows.push(measured.into_row(ceilings));
             }
         }
         eprintln!("2d {side}x{side}x{channels} done");
@@ -432,11 +388,43 @@ fn bench_2d(
     Ok(())
 }
 
-#[allow(clippy::too_many_arguments)]
-fn row(
+/// The seed designs at every tile, and the register-tiled design (its block is fixed) where one
+/// was compiled for the case.
+fn variants<T: Copy>(tiles: &[T], register_applies: bool) -> Vec<(Kernel, Option<T>)> {
+    let seeds = Kernel::ALL
+        .iter()
+        .flat_map(|&k| tiles.iter().map(move |&t| (k, Some(t))));
+    let register = register_applies.then_some((Kernel::RegisterTiled, None));
+    seeds.chain(register).collect()
+}
+
+/// Times one configuration: `timed(runs)` runs the kernel on device-resident data
+/// (`WARMUP` + `TIMED` runs; the median of the timed ones), then `call` once through the public
+/// API for the end-to-end time. Returns the output of the timed runs and both times in ms.
+fn measure<O>(
+    timed: impl FnOnce(usize) -> conv_host::Result<(O, Vec<f32>)>,
+    call: impl FnOnce() -> conv_host::Result<()>,
+) -> Result<(O, f64, f64), String> {
+    let (output, times) = timed(WARMUP + TIMED).map_err(|e| e.to_string())?;
+    let kernel_ms = median(times[WARMUP..].to_vec());
+    let start = Instant::now();
+    call().map_err(|e| e.to_string())?;
+    Ok((output, kernel_ms, start.elapsed().as_secs_f64() * 1e3))
+}
+
+/// Single-threaded CPU reference time in ms, for cases of at most `CPU_BUDGET` multiply-adds.
+fn cpu_time(multiply_adds: usize, run: impl FnOnce()) -> Option<f64> {
+    (multiply_adds as f64 <= CPU_BUDGET).then(|| {
+        let start = Instant::now();
+        run();
+        start.elapsed().as_secs_f64() * 1e3
+    })
+}
+
+/// One case: what identifies it and what was measured.
+struct Measured {
     name: String,
     dims: u8,
-    launch: &LaunchPlan,
     elements: usize,
     taps: usize,
     mask: String,
@@ -446,28 +434,33 @@ fn row(
     cpu_ms: Option<f64>,
     reduction: Option<f64>,
     max_error: f64,
-    ceilings: &Ceilings,
-) -> Row {
-    let gbps = 2.0 * 4.0 * elements as f64 / (kernel_ms * 1e6);
-    let gflops = 2.0 * taps as f64 * elements as f64 / (kernel_ms * 1e6);
-    Row {
-        name,
-        dims,
-        kernel: launch.kernel,
-        entry_point: launch.entry_point,
-        elements,
-        taps,
-        mask,
-        tile,
-        kernel_ms,
-        gbps,
-        roofline_pct: 100.0 * gbps / ceilings.copy_gbps,
-        gflops,
-        fma_pct: 100.0 * gflops / ceilings.fma_gflops,
-        end_to_end_ms,
-        cpu_ms,
-        reduction,
-        max_error,
+    launch: LaunchPlan,
+}
+
+impl Measured {
+    /// The CSV row, with bandwidth and FLOP rate against this run's ceilings.
+    fn into_row(self, ceilings: &Ceilings) -> Row {
+        let gbps = 2.0 * 4.0 * self.elements as f64 / (self.kernel_ms * 1e6);
+        let gflops = 2.0 * self.taps as f64 * self.elements as f64 / (self.kernel_ms * 1e6);
+        Row {
+            name: self.name,
+            dims: self.dims,
+            kernel: self.launch.kernel,
+            entry_point: self.launch.entry_point,
+            elements: self.elements,
+            taps: self.taps,
+            mask: self.mask,
+            tile: self.tile,
+            kernel_ms: self.kernel_ms,
+            gbps,
+            roofline_pct: 100.0 * gbps / ceilings.copy_gbps,
+            gflops,
+            fma_pct: 100.0 * gflops / ceilings.fma_gflops,
+            end_to_end_ms: self.end_to_end_ms,
+            cpu_ms: self.cpu_ms,
+            reduction: self.reduction,
+            max_error: self.max_error,
+        }
     }
 }
 

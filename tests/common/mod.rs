@@ -2,8 +2,10 @@
 #![allow(dead_code)]
 
 use approx::relative_eq;
-use conv_host::{BoundaryMode, Conv1dOptions, Engine, reference};
-use ndarray::{Array, Array1, ArrayView, ArrayView1, Dimension};
+use conv_host::{
+    BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, ImageDim, reference,
+};
+use ndarray::{Array, Array1, Array2, ArrayView, ArrayView1, ArrayView2, Dimension, Ix1};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
@@ -19,6 +21,18 @@ pub fn engine() -> &'static Engine {
         Ok(engine) => engine,
         Err(e) => panic!("GPU tests need a CUDA GPU: {e}"),
     })
+}
+
+/// Asserts that the shared engine still computes a small correlation exactly (integers are exact
+/// in f32): the check after each bad call that the engine is still usable.
+pub fn assert_engine_works() {
+    let x = ndarray::array![1.0f32, 2.0, 3.0, 4.0];
+    let w = ndarray::array![1.0f32, 0.0, -1.0];
+    let got = engine().correlate1d(&x, &w, &Conv1dOptions::default());
+    assert_eq!(
+        got.expect("the engine still works"),
+        ndarray::array![-2.0, -2.0, -2.0, 3.0]
+    );
 }
 
 /// A generator with a fresh seed, printed so that a failure can be replayed.
@@ -59,28 +73,143 @@ pub fn assert_close<D: Dimension>(
     }
 }
 
-/// The reference magnitude for the tolerance: the same correlation over |input| and |mask|.
-pub fn magnitude(
+/// The f64 reference of one configuration, with the magnitudes that scale its tolerance:
+/// the same operation over |input| and |mask| (and |cval|), which bounds the rounding of each
+/// f32 sum even where its terms cancel. Computed once, checked against any number of GPU runs.
+pub struct Expected<D: Dimension> {
+    values: Array<f64, D>,
+    magnitude: Array<f64, D>,
+}
+
+impl<D: Dimension> Expected<D> {
+    /// Asserts `actual` matches within `TOLERANCE` (see [`assert_close`]).
+    pub fn check(&self, actual: ArrayView<f32, D>, what: &str) {
+        assert_close(actual, self.values.view(), self.magnitude.view(), what);
+    }
+
+    /// The magnitudes, to check another computation of the same operation.
+    pub fn magnitude(&self) -> ArrayView<'_, f64, D> {
+        self.magnitude.view()
+    }
+}
+
+/// The mode with the absolute value of its constant, for the magnitude computation.
+fn abs_mode(mode: BoundaryMode) -> BoundaryMode {
+    match mode {
+        BoundaryMode::Constant(c) => BoundaryMode::Constant(c.abs()),
+        other => other,
+    }
+}
+
+/// The reference 1D correlation (or convolution) of `input` with `mask`.
+pub fn expected1d(
     input: ArrayView1<f32>,
     mask: ArrayView1<f32>,
     options: &Conv1dOptions,
     convolve: bool,
-) -> Array1<f64> {
+) -> Expected<Ix1> {
+    let run = |input: &Array1<f32>, mask: &Array1<f32>, options: &Conv1dOptions| {
+        let result = if convolve {
+            reference::convolve1d(input, mask, options)
+        } else {
+            reference::correlate1d(input, mask, options)
+        };
+        result.expect("valid options")
+    };
     let abs_options = Conv1dOptions {
-        mode: match options.mode {
-            BoundaryMode::Constant(c) => BoundaryMode::Constant(c.abs()),
-            other => other,
-        },
+        mode: abs_mode(options.mode),
         clamp: None,
         ..*options
     };
-    let (input, mask) = (input.mapv(f32::abs), mask.mapv(f32::abs));
-    let result = if convolve {
-        reference::convolve1d(&input, &mask, &abs_options)
-    } else {
-        reference::correlate1d(&input, &mask, &abs_options)
+    Expected {
+        values: run(&input.to_owned(), &mask.to_owned(), options),
+        magnitude: run(&input.mapv(f32::abs), &mask.mapv(f32::abs), &abs_options),
+    }
+}
+
+/// The reference 2D correlation (or convolution) of `image` with `mask`.
+pub fn expected2d<D: ImageDim>(
+    image: ArrayView<f32, D>,
+    mask: ArrayView2<f32>,
+    options: &Conv2dOptions,
+    convolve: bool,
+) -> Expected<D> {
+    let run = |image: &Array<f32, D>, mask: &Array2<f32>, options: &Conv2dOptions| {
+        let result = if convolve {
+            reference::convolve2d(image, mask, options)
+        } else {
+            reference::correlate2d(image, mask, options)
+        };
+        result.expect("valid options")
     };
-    result.expect("valid options")
+    let abs_options = Conv2dOptions {
+        mode: abs_mode(options.mode),
+        clamp: None,
+        ..*options
+    };
+    Expected {
+        values: run(&image.to_owned(), &mask.to_owned(), options),
+        magnitude: run(&image.mapv(f32::abs), &mask.mapv(f32::abs), &abs_options),
+    }
+}
+
+/// The GPU's 1D correlation (or convolution), through the public API.
+pub fn gpu1d(
+    input: ArrayView1<f32>,
+    mask: ArrayView1<f32>,
+    options: &Conv1dOptions,
+    convolve: bool,
+) -> Result<Array1<f32>, ConvError> {
+    if convolve {
+        engine().convolve1d(&input, &mask, options)
+    } else {
+        engine().correlate1d(&input, &mask, options)
+    }
+}
+
+/// The GPU's 2D correlation (or convolution), through the public API.
+pub fn gpu2d<D: ImageDim>(
+    image: ArrayView<f32, D>,
+    mask: ArrayView2<f32>,
+    options: &Conv2dOptions,
+    convolve: bool,
+) -> Result<Array<f32, D>, ConvError> {
+    if convolve {
+        engine().convolve2d(&image, &mask, options)
+    } else {
+        engine().correlate2d(&image, &mask, options)
+    }
+}
+
+/// The valid origins for a mask axis of `len` taps, as SciPy defines them (convolution flips
+/// the axis and moves even lengths by one): `(min, max)`.
+pub fn origin_range(len: usize, convolve: bool) -> (isize, isize) {
+    let half = (len / 2) as isize;
+    let upper = (len as isize - 1) / 2;
+    let even = isize::from(len.is_multiple_of(2));
+    if convolve {
+        (-upper - even, half - even)
+    } else {
+        (-half, upper)
+    }
+}
+
+/// A valid origin for a mask axis of `len` taps, drawn uniformly.
+pub fn random_origin(rng: &mut StdRng, len: usize, convolve: bool) -> isize {
+    let (min, max) = origin_range(len, convolve);
+    rng.random_range(min as i64..=max as i64) as isize
+}
+
+/// A proptest strategy over every boundary mode, constants drawn from `(-cval_bound, cval_bound)`.
+pub fn any_mode(cval_bound: f32) -> impl proptest::strategy::Strategy<Value = BoundaryMode> {
+    use proptest::prelude::*;
+    prop_oneof![
+        (-cval_bound..cval_bound).prop_map(BoundaryMode::Constant),
+        Just(BoundaryMode::Nearest),
+        Just(BoundaryMode::Reflect),
+        Just(BoundaryMode::Mirror),
+        Just(BoundaryMode::Wrap),
+    ]
 }
 
 /// Every boundary mode, with a non-zero constant.
@@ -93,28 +222,4 @@ pub fn all_modes() -> [BoundaryMode; 6] {
         BoundaryMode::Mirror,
         BoundaryMode::Wrap,
     ]
-}
-
-/// The 2D reference magnitude: the same correlation over |image| and |mask|.
-pub fn magnitude2d<D: conv_host::ImageDim>(
-    image: ArrayView<f32, D>,
-    mask: ndarray::ArrayView2<f32>,
-    options: &conv_host::Conv2dOptions,
-    convolve: bool,
-) -> Array<f64, D> {
-    let abs_options = conv_host::Conv2dOptions {
-        mode: match options.mode {
-            BoundaryMode::Constant(c) => BoundaryMode::Constant(c.abs()),
-            other => other,
-        },
-        clamp: None,
-        ..*options
-    };
-    let (image, mask) = (image.mapv(f32::abs), mask.mapv(f32::abs));
-    let result = if convolve {
-        reference::convolve2d(&image, &mask, &abs_options)
-    } else {
-        reference::correlate2d(&image, &mask, &abs_options)
-    };
-    result.expect("valid options")
 }
