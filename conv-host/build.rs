@@ -88,19 +88,24 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
 }
 
-/// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled kernels) to every kernel entry. Rust
-/// has no `__launch_bounds__`; this PTX directive is its equivalent: it tells the assembler that blocks may have 1024 threads, so it
-/// keeps each kernel within 64 registers and every tile size up to 1024 threads can launch.
+/// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled and separable kernels) to every
+/// kernel entry, and `.minnctapersm 2` to the separable ones. Rust has no
+/// `__launch_bounds__`; these PTX directives are its equivalent: `.maxntid 1024` tells the
+/// assembler that blocks may have 1024 threads, so it keeps such kernels within 64 registers
+/// and every tile size up to 1024 threads can launch.
 fn bound_block_size(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
     let mut in_entry_header = false;
     let mut threads = 1024;
+    let mut separable = false;
     for line in ptx.lines() {
         if line.starts_with(".visible .entry") {
             in_entry_header = true;
-            // The register-tiled kernels launch 256-thread blocks (REGISTER_BLOCK): bounding
-            // them so leaves up to 255 registers for their accumulators and staged loads.
-            threads = if line.contains("conv2d_register_") {
+            // The register-tiled and separable 2D kernels launch 256-thread blocks
+            // (REGISTER_BLOCK, SEPARABLE_THREADS): bounding them so leaves up to 255 registers
+            // for their accumulators and staged loads.
+            separable = line.contains("conv2d_separable");
+            threads = if line.contains("conv2d_register_") || separable {
                 256
             } else {
                 1024
@@ -108,6 +113,11 @@ fn bound_block_size(ptx: &str) -> String {
         }
         if in_entry_header && line == "{" {
             out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
+            if separable {
+                // Two blocks per SM: up to 128 registers. Left to itself, ptxas aims at three
+                // (80 registers) and spills a few bytes.
+                out.push_str(".minnctapersm 2\n");
+            }
             in_entry_header = false;
         }
         out.push_str(line);

@@ -234,11 +234,11 @@ fn masks_beyond_constant_memory_use_global_memory_kernels() {
     let (mut rng, _) = rng("long masks");
     let shape = (65, 65);
     assert!(shape.0 * shape.1 > MASK_CAPACITY);
+    let mask = random_mask(&mut rng, shape);
     let plan = engine()
-        .plan2d(shape, 1, &Conv2dOptions::default())
+        .plan2d(&mask, 1, &Conv2dOptions::default())
         .unwrap();
     assert!(!plan.mask_in_constant_memory);
-    let mask = random_mask(&mut rng, shape);
     for mode in [BoundaryMode::Constant(0.25), BoundaryMode::Mirror] {
         let options = Conv2dOptions {
             mode,
@@ -359,12 +359,20 @@ fn register_tiled_kernels_match_the_reference() {
     for m in [3, 5, 7, 9, 15, 31] {
         for channels in [1, 3, 4] {
             let plan = engine()
-                .plan2d((m, m), channels, &Conv2dOptions::default())
+                .plan2d(
+                    &random_mask(&mut rng, (m, m)),
+                    channels,
+                    &Conv2dOptions::default(),
+                )
                 .unwrap();
+            let auto = if m <= 15 {
+                Kernel::RegisterTiled
+            } else {
+                Kernel::Tiled
+            };
             assert_eq!(
-                plan.kernel,
-                Kernel::RegisterTiled,
-                "Auto picks the register-tiled design"
+                plan.kernel, auto,
+                "Auto's design for a general {m}x{m} mask"
             );
             for (h, w) in [(1, 1), (67, 1), (37, 53), (130, 70), (300, 257)] {
                 let mode = all_modes()[rng.random_range(0..6)];
@@ -405,7 +413,7 @@ fn register_tiled_kernels_match_the_reference() {
     ));
     assert_ne!(
         engine()
-            .plan2d((4, 6), 1, &Conv2dOptions::default())
+            .plan2d(&random_mask(&mut rng, (4, 6)), 1, &Conv2dOptions::default())
             .unwrap()
             .kernel,
         Kernel::RegisterTiled
@@ -420,4 +428,131 @@ fn register_tiled_kernels_match_the_reference() {
         Err(ConvError::InvalidLaunch { .. })
     ));
     eprintln!("register-tiled: {runs} runs matched the reference (seed {seed})");
+}
+
+/// A random rank-1 mask, `column[i] * row[j]`, rounded to `f32` as users build them.
+fn random_separable_mask(rng: &mut StdRng, (rows, cols): (usize, usize)) -> Array2<f32> {
+    let column: Vec<f32> = (0..rows).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    let row: Vec<f32> = (0..cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
+    Array2::from_shape_fn((rows, cols), |(i, j)| column[i] * row[j])
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn separable_kernels_match_the_reference() {
+    let (mut rng, seed) = rng("separable");
+    let mut runs = 0;
+    // The specialised square sizes, general ones (rectangular, beyond 31, a single row or
+    // column) and masks larger than the image; images narrower and wider than one strip
+    // (128 elements), shorter and taller than one block (256 rows), every channel count.
+    let masks = [
+        (3, 3),
+        (5, 5),
+        (7, 7),
+        (9, 9),
+        (15, 15),
+        (31, 31),
+        (4, 6),
+        (9, 2),
+        (1, 7),
+        (6, 1),
+        (40, 40),
+    ];
+    let images = [(1, 1), (67, 1), (37, 53), (300, 257), (600, 41), (5, 700)];
+    for &shape in &masks {
+        for channels in [1, 2, 3, 4, 5] {
+            let mask = random_separable_mask(&mut rng, shape);
+            let plan = engine()
+                .plan2d(&mask, channels, &Conv2dOptions::default())
+                .unwrap();
+            if shape.0 > 1 && shape.1 > 1 {
+                assert_eq!(plan.kernel, Kernel::Separable, "Auto factors {shape:?}");
+            }
+            for (h, w) in images {
+                let convolve = rng.random_bool(0.5);
+                let options = Conv2dOptions {
+                    mode: all_modes()[rng.random_range(0..6)],
+                    origin: [
+                        random_origin(&mut rng, shape.0, convolve),
+                        random_origin(&mut rng, shape.1, convolve),
+                    ],
+                    kernel: Kernel::Separable,
+                    ..Default::default()
+                };
+                let what = format!(
+                    "separable {shape:?} c{channels} {h}x{w} {options:?} convolve {convolve}"
+                );
+                if rng.random_bool(0.25) {
+                    // A strided view of a larger image.
+                    let big = random_array3(&mut rng, (2 * h, w + 3, channels));
+                    let image = big.slice(s![..;2, 3.., ..]);
+                    let got = gpu2d(image, mask.view(), &options, convolve).unwrap();
+                    expected2d(image, mask.view(), &options, convolve).check(got.view(), &what);
+                } else {
+                    let image = random_array3(&mut rng, (h, w, channels));
+                    let got = gpu2d(image.view(), mask.view(), &options, convolve).unwrap();
+                    expected2d(image.view(), mask.view(), &options, convolve)
+                        .check(got.view(), &what);
+                }
+                runs += 1;
+            }
+        }
+    }
+    // Clamping, single-channel arrays and the Gaussian filter, which Auto runs as two passes.
+    let image = random_array3(&mut rng, (513, 301, 1)).index_axis_move(Axis(2), 0);
+    let mask = random_separable_mask(&mut rng, (9, 9));
+    let clamped = Conv2dOptions {
+        clamp: Some(Clamp { lo: -0.1, hi: 0.2 }),
+        mode: BoundaryMode::Reflect,
+        ..Default::default()
+    };
+    let got = gpu2d(image.view(), mask.view(), &clamped, false).unwrap();
+    expected2d(image.view(), mask.view(), &clamped, false).check(got.view(), "clamped");
+    let gaussian = engine()
+        .gaussian_filter(&image, 3.0, 4.0, &Conv2dOptions::default())
+        .unwrap();
+    let reference =
+        conv_host::reference::gaussian_filter(&image, 3.0, 4.0, &Conv2dOptions::default()).unwrap();
+    let magnitude = conv_host::reference::gaussian_filter(
+        &image.mapv(f32::abs),
+        3.0,
+        4.0,
+        &Conv2dOptions::default(),
+    )
+    .unwrap();
+    assert_close(
+        gaussian.view(),
+        reference.view(),
+        magnitude.view(),
+        "gaussian",
+    );
+    // A mask that is not rank 1: Auto does not factor it, and naming Separable is an error
+    // that leaves the engine usable.
+    let mut nearly = random_separable_mask(&mut rng, (5, 5));
+    nearly[[2, 3]] += 1e-3;
+    let auto = engine()
+        .plan2d(&nearly, 1, &Conv2dOptions::default())
+        .unwrap();
+    assert_ne!(auto.kernel, Kernel::Separable);
+    let named = Conv2dOptions {
+        kernel: Kernel::Separable,
+        ..Default::default()
+    };
+    assert!(matches!(
+        engine().correlate2d(&image, &nearly, &named),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    assert!(matches!(
+        engine().correlate2d(
+            &image,
+            &mask,
+            &Conv2dOptions {
+                tile: Some((32, 8)),
+                ..named
+            }
+        ),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    common::assert_engine_works();
+    eprintln!("separable: {runs} runs matched the reference (seed {seed})");
 }

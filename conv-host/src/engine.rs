@@ -30,6 +30,7 @@ const KERNEL_NAMES: &[&str] = &[
     "conv2d_tiled_global_mask",
     "conv2d_tiled_l2",
     "conv2d_tiled_l2_global_mask",
+    "conv2d_separable",
 ];
 
 /// What the library needs to know about the GPU it runs on.
@@ -135,11 +136,15 @@ impl Engine {
         let register_names_1d = crate::conv1d::REGISTER_ENTRY_POINTS_1D
             .iter()
             .map(|&(_, name)| name);
+        let separable_names = crate::conv2d::SEPARABLE_ENTRY_POINTS
+            .iter()
+            .map(|&(_, _, name)| name);
         for name in KERNEL_NAMES
             .iter()
             .copied()
             .chain(register_names)
             .chain(register_names_1d)
+            .chain(separable_names)
         {
             let function = module
                 .load_function(name)

@@ -44,7 +44,7 @@ mod plan;
 
 pub use abi::MASK_CAPACITY;
 pub use conv1d::Conv1dOptions;
-pub use conv2d::{Conv2dOptions, ImageDim};
+pub use conv2d::{Conv2dOptions, ImageDim, SEPARABLE_TOLERANCE};
 pub use engine::{DeviceInfo, Engine};
 pub use error::{ConvError, Result};
 pub use options::{BoundaryMode, Clamp, Kernel};

@@ -88,6 +88,13 @@ pub enum Kernel {
     /// 8 rows in 2D) and reuses every value it reads from shared memory for all of them.
     /// `Auto` picks it where it applies.
     RegisterTiled,
+    /// 2D masks of rank 1 (`mask[i][j] = column[i] * row[j]`, such as Gaussian and box masks):
+    /// one fused kernel filters along the rows into shared memory, then down the columns, so an
+    /// `M x M` mask costs about `2M` instead of `M^2` multiply-adds per output and the
+    /// intermediate never goes to device memory. `Auto` picks it for masks it finds separable
+    /// (see [`SEPARABLE_TOLERANCE`](crate::SEPARABLE_TOLERANCE)); naming any other kernel opts
+    /// out. Naming it for a mask that is not separable is an error.
+    Separable,
 }
 
 impl Kernel {
@@ -108,6 +115,7 @@ impl Kernel {
             Kernel::Tiled => "tiled",
             Kernel::TiledL2 => "tiled-l2",
             Kernel::RegisterTiled => "register",
+            Kernel::Separable => "separable",
         }
     }
 }
@@ -118,7 +126,7 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// Parses `auto`, `basic`, `constant`, `tiled`, `tiled-l2`, `register`.
+/// Parses `auto`, `basic`, `constant`, `tiled`, `tiled-l2`, `register`, `separable`.
 impl FromStr for Kernel {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
@@ -129,12 +137,14 @@ impl FromStr for Kernel {
             Kernel::Tiled,
             Kernel::TiledL2,
             Kernel::RegisterTiled,
+            Kernel::Separable,
         ]
         .into_iter()
         .find(|k| k.name() == s.to_ascii_lowercase())
         .ok_or_else(|| {
             format!(
-                "unknown kernel `{s}` (expected auto, basic, constant, tiled, tiled-l2 or register)"
+                "unknown kernel `{s}` (expected auto, basic, constant, tiled, tiled-l2, register or \
+                 separable)"
             )
         })
     }

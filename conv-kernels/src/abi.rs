@@ -45,8 +45,13 @@ pub struct Conv1dParams {
 
 /// Threads per block of the register-tiled 1D kernels.
 pub const REGISTER_THREADS_1D: u32 = 256;
-/// Consecutive outputs each thread of a register-tiled 1D kernel computes.
-pub const REGISTER_OUTPUTS_1D: u32 = 4;
+/// Consecutive outputs each thread of the register-tiled 1D kernel for `mask_len` taps computes:
+/// 8 for 15 taps and more, where 4 left the kernel waiting on shared-memory bandwidth (each
+/// output's window is read from shared memory once per thread, so more outputs per thread
+/// means fewer reads per multiply-add), else 4.
+pub const fn register_outputs_1d(mask_len: u64) -> u64 {
+    if mask_len >= 15 { 8 } else { 4 }
+}
 
 /// Block of the register-tiled 2D kernels: threads along a row (elements) and down the rows.
 pub const REGISTER_BLOCK: (u32, u32) = (32, 8);
@@ -57,6 +62,58 @@ pub const REGISTER_ROWS: u32 = 8;
 pub const REGISTER_MASKS: [u32; 6] = [3, 5, 7, 9, 15, 31];
 /// See [`REGISTER_MASKS`].
 pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];
+
+/// Threads per block of the fused separable 2D kernels (one dimension).
+pub const SEPARABLE_THREADS: u32 = 256;
+/// Input rows a separable block stages and filters along the row per step.
+pub const SEPARABLE_CHUNK_ROWS: u32 = 16;
+/// Outputs each thread of a separable kernel computes per pass: 8 along a row in the row pass,
+/// 8 down a column in the column pass.
+pub const SEPARABLE_OUTPUTS: u32 = 8;
+
+/// Elements (pixels x channels) of the column strip one separable block produces: 8 pixels per
+/// row-pass thread, 16 threads per row where the channels allow (128 elements for 1 and 4
+/// channels, 120 for 3).
+pub const fn separable_strip(channels: u64) -> u64 {
+    let groups = 16 / channels;
+    let groups = if groups == 0 { 1 } else { groups };
+    groups * SEPARABLE_OUTPUTS as u64 * channels
+}
+
+/// Shared-memory word of element `x` of a staged input row of a separable block: one padding
+/// word after every 8 elements, so the threads of a row pass, whose windows start 8 elements
+/// apart, read different banks.
+pub const fn separable_swizzle(x: u64) -> u64 {
+    x + (x >> 3)
+}
+
+/// Shared memory of a separable block, in `f32` words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeparableLayout {
+    /// Words per staged input row (the staged rows come first).
+    pub row_words: u64,
+    /// Rows of the ring of row-filtered rows (a power of two), which follows the staged rows.
+    pub ring_rows: u64,
+    /// Total words.
+    pub words: u64,
+}
+
+impl SeparableLayout {
+    /// The layout for a `mask_h x mask_w` mask and `channels` interleaved channels.
+    pub const fn new(mask_h: u64, mask_w: u64, channels: u64) -> Self {
+        let strip = separable_strip(channels);
+        let input = (strip + (mask_w - 1) * channels).next_multiple_of(8);
+        // Rows of a warp's two halves start 16 banks apart (see `separable_swizzle`).
+        let row_words = separable_swizzle(input) + (48 - separable_swizzle(input) % 32) % 32;
+        let chunk = SEPARABLE_CHUNK_ROWS as u64;
+        let ring_rows = (chunk + mask_h - 1).next_power_of_two();
+        Self {
+            row_words,
+            ring_rows,
+            words: chunk * row_words + ring_rows * strip,
+        }
+    }
+}
 
 /// Scalar parameters of every 2D kernel, passed by value.
 ///

@@ -213,30 +213,34 @@ pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2_global_mask(
 
 /// Four outputs, so that one store of 16 aligned bytes writes them.
 #[repr(C, align(16))]
+#[derive(Clone, Copy)]
 struct Quad([f32; 4]);
 
 /// Register-tiled design, specialised at compile time on the mask length `M`. A block of
-/// `REGISTER_THREADS_1D` = 256 threads produces 1,024 outputs: it stages its input span (tile plus
-/// halo; no boundary checks when the span lies inside the input, and every load issued before any
-/// store) in shared memory; then thread `t` reads the `M + 3` values its four consecutive outputs
-/// `4t..4t + 4` need with 16-byte shared loads (consecutive threads, consecutive addresses: no
-/// bank conflicts), keeps them in registers, applies the taps as compile-time constant-memory
-/// operands and writes the four outputs with one 16-byte store.
+/// `REGISTER_THREADS_1D` = 256 threads produces `256 * P` outputs, `P = register_outputs_1d(M)`
+/// (4 or 8): it stages its input span (tile plus halo; no boundary checks when the span lies
+/// inside the input, and every load issued before any store) in shared memory; then thread `t`
+/// reads the `M + P - 1` values its `P` consecutive outputs `Pt..Pt + P` need with 16-byte shared
+/// loads, keeps them in registers, applies the taps as compile-time constant-memory operands and
+/// writes its outputs with 16-byte stores.
 ///
 /// # Safety
 /// As [`direct`]; `p.mask_len = M`, the mask in `MASK`, a 256-thread launch with
-/// `((1024 + M - 1).next_multiple_of(4) + 4) * 4` bytes of shared memory; `output` 16-byte aligned.
+/// `((256 * P + M - 1).next_multiple_of(4) + 4) * 4` bytes of shared memory; `output` 16-byte
+/// aligned.
 #[inline(always)]
 unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p: &Conv1dParams) {
-    use crate::abi::{REGISTER_OUTPUTS_1D, REGISTER_THREADS_1D};
+    use crate::abi::{REGISTER_THREADS_1D, register_outputs_1d};
     const THREADS: usize = REGISTER_THREADS_1D as usize;
-    const PER_THREAD: usize = REGISTER_OUTPUTS_1D as usize;
-    const TILE: usize = THREADS * PER_THREAD;
-    const MAX_STEPS: usize = (TILE + 30).div_ceil(THREADS);
-    const { assert!(M <= 31 && PER_THREAD == 4) };
-    let span = TILE + M - 1;
+    const MAX_PER_THREAD: usize = 8;
+    const MAX_STEPS: usize = (THREADS * MAX_PER_THREAD + 30).div_ceil(THREADS);
+    let per_thread = const { register_outputs_1d(M as u64) as usize };
+    const { assert!(M <= 31 && register_outputs_1d(M as u64) as usize % 4 == 0) };
+    const { assert!(register_outputs_1d(M as u64) as usize <= MAX_PER_THREAD) };
+    let tile = THREADS * per_thread;
+    let span = tile + M - 1;
     let tid = thread_idx_x() as usize;
-    let start = (p.block_offset + block_idx_x()) as usize * TILE;
+    let start = (p.block_offset + block_idx_x()) as usize * tile;
     let first = start as i64 - p.left as i64;
     let len = p.len as usize;
     if first >= 0 && first as usize + span <= len {
@@ -266,28 +270,31 @@ unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p:
         }
     }
     sync_threads();
-    let base = tid * PER_THREAD;
-    let mut window = [0.0f32; 36];
-    for q in 0..(PER_THREAD + M - 1).div_ceil(4) {
+    let base = tid * per_thread;
+    let mut window = [0.0f32; MAX_PER_THREAD + 32];
+    for q in 0..(per_thread + M - 1).div_ceil(4) {
         // SAFETY: `base + 4q + 4 <= (span).next_multiple_of(4) + 4`, the reserved count; the
         // values past the span are never used.
         let quad = unsafe { SharedTile::load4((base + 4 * q) as u64) };
         window[4 * q..4 * q + 4].copy_from_slice(&quad);
     }
-    let mut acc = [0.0f32; PER_THREAD];
-    for (r, sum) in acc.iter_mut().enumerate() {
+    let mut acc = [0.0f32; MAX_PER_THREAD];
+    for (r, sum) in acc.iter_mut().enumerate().take(per_thread) {
         for j in 0..M {
             *sum = fma(ConstantMask.tap(j as u64), window[r + j], *sum);
         }
         *sum = clamp(*sum, p);
     }
     let i = start + base;
-    if i + PER_THREAD <= len {
-        // SAFETY: `i + 4 <= len`; `i` is a multiple of 4 and `output` 16-byte aligned.
-        unsafe { *(output.add(i) as *mut Quad) = Quad(acc) };
+    if i + per_thread <= len {
+        for q in 0..per_thread / 4 {
+            let quad = Quad([acc[4 * q], acc[4 * q + 1], acc[4 * q + 2], acc[4 * q + 3]]);
+            // SAFETY: `i + 4q + 4 <= len`; `i` is a multiple of 4, `output` 16-byte aligned.
+            unsafe { *(output.add(i + 4 * q) as *mut Quad) = quad };
+        }
     } else {
         // Constant indices keep `acc` in registers.
-        for (r, &sum) in acc.iter().enumerate() {
+        for (r, &sum) in acc.iter().enumerate().take(per_thread) {
             if i + r < len {
                 // SAFETY: `i + r < len`.
                 unsafe { *output.add(i + r) = sum };

@@ -7,7 +7,8 @@
 //! - [`gpu`]: the device-side layer (thread indices, barrier, constant-memory mask, shared tile);
 //! - [`abi`]: launch parameters shared, source for source, with the host launcher;
 //! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
-//! - [`conv1d`], [`conv2d`]: the kernels.
+//! - [`conv1d`], [`conv2d`]: the kernels;
+//! - [`separable`]: the fused two-pass kernels for separable 2D masks.
 #![no_std]
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
 #![allow(internal_features)]
@@ -17,6 +18,7 @@ pub mod boundary;
 pub mod conv1d;
 pub mod conv2d;
 pub mod gpu;
+pub mod separable;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.
 #[panic_handler]

@@ -3,6 +3,7 @@
 //! ```sh
 //! cargo run --release --example bench                    # full run, results in bench-results/
 //! cargo run --release --example bench -- --quick         # a short run
+//! cargo run --release --example bench -- --targets       # issue 7's cases, fast designs only
 //! cargo run --release --example bench -- --plot-only bench-results/bench.csv
 //! ```
 //!
@@ -88,8 +89,17 @@ struct Ceilings {
     fma_gflops: f64,
 }
 
+/// Which cases run: every size and tile, a short selection, or only issue 7's target cases
+/// with the fast designs (register-tiled and separable).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    Full,
+    Quick,
+    Targets,
+}
+
 struct Plan {
-    quick: bool,
+    scope: Scope,
     out_dir: PathBuf,
 }
 
@@ -182,20 +192,20 @@ fn bench_1d(
     rng: &mut StdRng,
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
-    let sizes: Vec<u32> = if plan.quick {
-        vec![16, 20, 24]
-    } else {
-        (12..=28).step_by(2).collect()
+    let sizes: Vec<u32> = match plan.scope {
+        Scope::Targets => vec![26],
+        Scope::Quick => vec![16, 20, 24],
+        Scope::Full => (12..=28).step_by(2).collect(),
     };
-    let masks: &[usize] = if plan.quick {
-        &[3, 7, 31]
-    } else {
-        &[3, 5, 7, 9, 15, 31]
+    let masks: &[usize] = match plan.scope {
+        Scope::Targets => &[7, 31],
+        Scope::Quick => &[3, 7, 31],
+        Scope::Full => &[3, 5, 7, 9, 15, 31],
     };
-    let tiles: &[u32] = if plan.quick {
-        &[256]
-    } else {
-        &[128, 256, 1024]
+    let tiles: &[u32] = match plan.scope {
+        Scope::Targets => &[],
+        Scope::Quick => &[256],
+        Scope::Full => &[128, 256, 1024],
     };
     for &log2 in &sizes {
         let n = 1usize << log2;
@@ -315,77 +325,129 @@ fn bench_2d(
     rng: &mut StdRng,
     rows: &mut Vec<Row>,
 ) -> Result<(), String> {
-    let mut images: Vec<(usize, usize)> = if plan.quick {
-        vec![(1024, 1), (4096, 1), (8192, 1)]
-    } else {
-        [256, 1024, 4096, 8192].iter().map(|&s| (s, 1)).collect()
+    let mut images: Vec<(usize, usize)> = match plan.scope {
+        Scope::Targets => vec![(8192, 1)],
+        Scope::Quick => vec![(1024, 1), (4096, 1), (8192, 1)],
+        Scope::Full => [256, 1024, 4096, 8192].iter().map(|&s| (s, 1)).collect(),
     };
     images.push((4096, 3));
-    let sides: &[usize] = if plan.quick {
-        &[3, 5, 9, 31]
-    } else {
-        &[3, 5, 7, 9, 15, 31]
+    let sides: &[usize] = match plan.scope {
+        Scope::Targets => &[5, 7, 9, 31],
+        Scope::Quick => &[3, 5, 9, 31],
+        Scope::Full => &[3, 5, 7, 9, 15, 31],
     };
     let mut masks: Vec<(usize, usize)> = sides.iter().map(|&s| (s, s)).collect();
-    let line_sides: &[usize] = if plan.quick { &[31] } else { &[3, 9, 31] };
+    let line_sides: &[usize] = match plan.scope {
+        Scope::Targets => &[],
+        Scope::Quick => &[31],
+        Scope::Full => &[3, 9, 31],
+    };
     masks.extend(line_sides.iter().flat_map(|&s| [(1, s), (s, 1)]));
-    let tiles: &[(u32, u32)] = if plan.quick {
-        &[(32, 8)]
-    } else {
-        &[(32, 8), (16, 16)]
+    let tiles: &[(u32, u32)] = match plan.scope {
+        Scope::Targets => &[],
+        Scope::Quick => &[(32, 8)],
+        Scope::Full => &[(32, 8), (16, 16)],
     };
     for &(side, channels) in &images {
         let shape = (side, side, channels);
         let image =
             Array3::from_shape_vec(shape, random_vec(rng, side * side * channels)).expect("shape");
         for &mask_shape in &masks {
+            if plan.scope == Scope::Targets && channels == 3 && mask_shape != (5, 5) {
+                continue;
+            }
             let mask =
                 Array2::from_shape_vec(mask_shape, random_vec(rng, mask_shape.0 * mask_shape.1))
                     .expect("shape");
-            let (taps, elements) = (mask.len(), image.len());
-            let cpu_ms = cpu_time(elements * taps, || {
+            let cpu_ms = cpu_time(image.len() * mask.len(), || {
                 let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
             });
             let register = Conv2dOptions {
                 kernel: Kernel::RegisterTiled,
                 ..Default::default()
             };
-            let register_applies = engine.plan2d(mask_shape, channels, &register).is_ok();
+            let register_applies = engine.plan2d(&mask, channels, &register).is_ok();
             for (kernel, tile) in variants(tiles, register_applies) {
-                let options = Conv2dOptions {
+                let case = Case2d {
+                    image: &image,
+                    mask: &mask,
                     kernel,
                     tile,
-                    ..Default::default()
-                };
-                let launch = engine
-                    .plan2d(mask_shape, channels, &options)
-                    .map_err(|e| e.to_string())?;
-                let (output, kernel_ms, end_to_end_ms) = measure(
-                    |runs| engine.time_correlate2d(&image, &mask, &options, runs),
-                    || engine.correlate2d(&image, &mask, &options).map(drop),
-                )?;
-                let mask_name = format!("{}x{}", mask_shape.0, mask_shape.1);
-                let tile_name = format!("{}x{}", launch.block.0, launch.block.1);
-                let measured = Measured {
-                    name: format!("2d/{kernel}/{side}x{side}x{channels}/m{mask_name}/t{tile_name}"),
-                    dims: 2,
-                    elements,
-                    taps,
-                    mask: mask_name,
-                    tile: tile_name,
-                    kernel_ms,
-                    end_to_end_ms,
                     cpu_ms,
-                    reduction: predicted_reduction(&launch, mask_shape, channels),
-                    max_error: check_2d(image.view(), &mask, output.view(), rng),
-                    launch,
                 };
-                rows.push(measured.into_row(ceilings));
+                rows.push(case.measure(engine, ceilings, rng)?);
+            }
+            // The same shape as a rank-1 mask (an outer product), through the fused kernel.
+            if mask_shape.0 > 1 && mask_shape.1 > 1 {
+                let column = Array1::from(random_vec(rng, mask_shape.0));
+                let row = Array1::from(random_vec(rng, mask_shape.1));
+                let rank_one = Array2::from_shape_fn(mask_shape, |(i, j)| column[i] * row[j]);
+                let case = Case2d {
+                    image: &image,
+                    mask: &rank_one,
+                    kernel: Kernel::Separable,
+                    tile: None,
+                    cpu_ms,
+                };
+                rows.push(case.measure(engine, ceilings, rng)?);
             }
         }
         eprintln!("2d {side}x{side}x{channels} done");
     }
     Ok(())
+}
+
+/// One 2D case to measure.
+struct Case2d<'a> {
+    image: &'a Array3<f32>,
+    mask: &'a Array2<f32>,
+    kernel: Kernel,
+    tile: Option<(u32, u32)>,
+    cpu_ms: Option<f64>,
+}
+
+impl Case2d<'_> {
+    fn measure(
+        &self,
+        engine: &Engine,
+        ceilings: &Ceilings,
+        rng: &mut StdRng,
+    ) -> Result<Row, String> {
+        let options = Conv2dOptions {
+            kernel: self.kernel,
+            tile: self.tile,
+            ..Default::default()
+        };
+        let (image, mask) = (self.image, self.mask);
+        let launch = engine
+            .plan2d(mask, image.dim().2, &options)
+            .map_err(|e| e.to_string())?;
+        let (output, kernel_ms, end_to_end_ms) = measure(
+            |runs| engine.time_correlate2d(image, mask, &options, runs),
+            || engine.correlate2d(image, mask, &options).map(drop),
+        )?;
+        let (side, channels) = (image.dim().0, image.dim().2);
+        let mask_name = format!("{}x{}", mask.dim().0, mask.dim().1);
+        let tile_name = format!("{}x{}", launch.block.0, launch.block.1);
+        let measured = Measured {
+            name: format!(
+                "2d/{}/{side}x{side}x{channels}/m{mask_name}/t{tile_name}",
+                self.kernel
+            ),
+            dims: 2,
+            elements: image.len(),
+            taps: mask.len(),
+            mask: mask_name,
+            tile: tile_name,
+            kernel_ms,
+            end_to_end_ms,
+            cpu_ms: self.cpu_ms,
+            reduction: predicted_reduction(&launch, mask.dim(), channels),
+            max_error: check_2d(image.view(), mask, output.view(), rng),
+            launch,
+        };
+        Ok(measured.into_row(ceilings))
+    }
 }
 
 /// The seed designs at every tile, and the register-tiled design (its block is fixed) where one
@@ -534,13 +596,14 @@ fn summary(rows: &[Row]) {
 fn run() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let mut plan = Plan {
-        quick: false,
+        scope: Scope::Full,
         out_dir: PathBuf::from("bench-results"),
     };
     let mut only: Option<String> = None;
     while let Some(arg) = args.next() {
         match arg.as_str() {
-            "--quick" => plan.quick = true,
+            "--quick" => plan.scope = Scope::Quick,
+            "--targets" => plan.scope = Scope::Targets,
             "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
             "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
             "--plot-only" => {
@@ -550,7 +613,8 @@ fn run() -> Result<(), String> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (--quick, --out DIR, --only 1d|2d, --plot-only CSV)"
+                    "unknown argument `{other}` (--quick, --targets, --out DIR, --only 1d|2d, \
+                     --plot-only CSV)"
                 ));
             }
         }
@@ -575,7 +639,11 @@ fn run() -> Result<(), String> {
         device.name,
         ceilings.copy_gbps,
         ceilings.fma_gflops,
-        if plan.quick { "quick" } else { "full" }
+        match plan.scope {
+            Scope::Full => "full",
+            Scope::Quick => "quick",
+            Scope::Targets => "targets",
+        }
     );
     let csv = plan.out_dir.join("bench.csv");
     write_csv(&rows, &csv, &header)?;

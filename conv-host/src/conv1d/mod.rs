@@ -2,7 +2,7 @@
 
 pub(crate) mod reference;
 
-use crate::abi::{Conv1dParams, MASK_CAPACITY, REGISTER_OUTPUTS_1D, REGISTER_THREADS_1D};
+use crate::abi::{Conv1dParams, MASK_CAPACITY, REGISTER_THREADS_1D, register_outputs_1d};
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major};
@@ -79,6 +79,12 @@ fn plan(
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
+    if kernel == Kernel::Separable {
+        return Err(ConvError::InvalidLaunch {
+            kernel: "conv1d",
+            reason: "Kernel::Separable applies to 2D masks".into(),
+        });
+    }
     let register = REGISTER_ENTRY_POINTS_1D
         .iter()
         .find(|&&(m, _)| m as usize == mask_len);
@@ -98,7 +104,7 @@ fn plan(
                 "the register-tiled kernels use {REGISTER_THREADS_1D} threads per block"
             )));
         }
-        let output_tile = REGISTER_THREADS_1D * REGISTER_OUTPUTS_1D;
+        let output_tile = REGISTER_THREADS_1D * register_outputs_1d(mask_len as u64) as u32;
         // The 16-byte shared loads may reach 4 floats past the span rounded up to 4.
         let shared_floats = (output_tile as usize + mask_len - 1).next_multiple_of(4) + 4;
         check_block(

@@ -1,0 +1,166 @@
+//! Separable (rank-1) 2D masks: detection, and the plan of the fused two-pass kernel.
+
+use super::Mask2d;
+use crate::abi::{MASK_CAPACITY, SEPARABLE_THREADS, SeparableLayout, separable_strip};
+use crate::engine::DeviceInfo;
+use crate::error::{ConvError, Result};
+use crate::options::Kernel;
+use crate::plan::{LaunchPlan, check_block};
+
+/// How close to rank 1 a mask must be for [`Kernel::Auto`] to run it as a separable filter:
+/// every tap must equal `column[i] * row[j]` within this relative error (4 units in the last
+/// place of an `f32`). Masks built as outer products in `f32` or `f64` (Gaussian, box, Sobel
+/// factors) pass; the factored result then differs from the direct one by rounding only.
+pub const SEPARABLE_TOLERANCE: f64 = 4.0 * f32::EPSILON as f64;
+
+/// Output rows per separable block: each block row-filters `mask_h - 1` rows more than it
+/// outputs, so taller blocks waste less; 256 still gives 2,048 blocks for an 8192^2 image.
+const ROWS_PER_BLOCK: u32 = 256;
+
+/// The factors of a rank-1 mask, `mask[i][j] = column[i] * row[j]`, in the order the kernel
+/// reads them from constant memory: the row factor, then the column factor.
+pub(crate) fn factor(mask: &Mask2d) -> Option<Vec<f32>> {
+    let (rows, cols) = (mask.rows, mask.cols);
+    let at = |i: usize, j: usize| f64::from(mask.values[i * cols + j]);
+    // The largest tap as pivot: its row and column carry the factors with the least rounding.
+    let pivot = (0..rows * cols).max_by(|&a, &b| {
+        let (a, b) = (mask.values[a].abs(), mask.values[b].abs());
+        a.total_cmp(&b)
+    })?;
+    let (pi, pj) = (pivot / cols, pivot % cols);
+    let scale = at(pi, pj);
+    if scale == 0.0 || !scale.is_finite() {
+        return None;
+    }
+    let column: Vec<f64> = (0..rows).map(|i| at(i, pj)).collect();
+    let row: Vec<f64> = (0..cols).map(|j| at(pi, j) / scale).collect();
+    let rank_one = (0..rows).all(|i| {
+        (0..cols).all(|j| {
+            let tap = at(i, j);
+            tap.is_finite() && (tap - column[i] * row[j]).abs() <= SEPARABLE_TOLERANCE * tap.abs()
+        })
+    });
+    rank_one.then(|| row.iter().chain(&column).map(|&v| v as f32).collect())
+}
+
+/// The separable entry point: specialised for square masks and channel counts with a
+/// register-tiled kernel, else the general one.
+fn entry_point((rows, cols): (usize, usize), channels: usize) -> &'static str {
+    SEPARABLE_ENTRY_POINTS
+        .iter()
+        .find(|&&(m, c, _)| rows == m as usize && cols == m as usize && channels == c as usize)
+        .map_or("conv2d_separable", |&(_, _, name)| name)
+}
+
+/// Plans the fused separable kernel for a mask `factor` accepted, or explains why it cannot run.
+pub(crate) fn plan(
+    device: &DeviceInfo,
+    (rows, cols): (usize, usize),
+    channels: usize,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let entry_point = entry_point((rows, cols), channels);
+    let invalid = |reason: String| ConvError::InvalidLaunch {
+        kernel: entry_point,
+        reason,
+    };
+    let block = (SEPARABLE_THREADS, 1);
+    if tile.is_some_and(|t| t != block) {
+        return Err(invalid(format!(
+            "the separable kernels use a fixed {block:?} block"
+        )));
+    }
+    if rows + cols > MASK_CAPACITY {
+        return Err(invalid(format!(
+            "{rows} + {cols} factor taps exceed the {MASK_CAPACITY} of constant memory"
+        )));
+    }
+    let words = SeparableLayout::new(rows as u64, cols as u64, channels as u64).words;
+    check_block(device, entry_point, block, words * 4)?;
+    Ok(LaunchPlan {
+        kernel: Kernel::Separable,
+        entry_point,
+        block,
+        output_tile: (separable_strip(channels as u64) as u32, ROWS_PER_BLOCK),
+        shared_memory_bytes: (words * 4) as u32,
+        mask_in_constant_memory: true,
+    })
+}
+
+/// The specialised separable entry points: `(mask size, channels, name)`, as `conv-kernels`
+/// declares them for `REGISTER_MASKS x REGISTER_CHANNELS`.
+pub(crate) const SEPARABLE_ENTRY_POINTS: [(u32, u32, &str); 18] = [
+    (3, 1, "conv2d_separable_m3_c1"),
+    (3, 3, "conv2d_separable_m3_c3"),
+    (3, 4, "conv2d_separable_m3_c4"),
+    (5, 1, "conv2d_separable_m5_c1"),
+    (5, 3, "conv2d_separable_m5_c3"),
+    (5, 4, "conv2d_separable_m5_c4"),
+    (7, 1, "conv2d_separable_m7_c1"),
+    (7, 3, "conv2d_separable_m7_c3"),
+    (7, 4, "conv2d_separable_m7_c4"),
+    (9, 1, "conv2d_separable_m9_c1"),
+    (9, 3, "conv2d_separable_m9_c3"),
+    (9, 4, "conv2d_separable_m9_c4"),
+    (15, 1, "conv2d_separable_m15_c1"),
+    (15, 3, "conv2d_separable_m15_c3"),
+    (15, 4, "conv2d_separable_m15_c4"),
+    (31, 1, "conv2d_separable_m31_c1"),
+    (31, 3, "conv2d_separable_m31_c3"),
+    (31, 4, "conv2d_separable_m31_c4"),
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{REGISTER_CHANNELS, REGISTER_MASKS};
+
+    fn mask(rows: usize, cols: usize, values: Vec<f32>) -> Mask2d {
+        Mask2d {
+            values,
+            rows,
+            cols,
+            top: rows / 2,
+            left: cols / 2,
+        }
+    }
+
+    #[test]
+    fn outer_products_factor_exactly() {
+        let (column, row) = ([1.0f32, 2.0, 1.0], [-1.0f32, 0.0, 1.0, 3.0]);
+        let values = column
+            .iter()
+            .flat_map(|c| row.iter().map(move |r| c * r))
+            .collect();
+        let factors = factor(&mask(3, 4, values)).expect("rank 1");
+        // Row factor scaled so the pivot's row is exact; the product is the mask.
+        let (r, c) = factors.split_at(4);
+        for i in 0..3 {
+            for j in 0..4 {
+                assert_eq!(c[i] * r[j], column[i] * row[j]);
+            }
+        }
+    }
+
+    #[test]
+    fn rank_two_and_degenerate_masks_are_not_separable() {
+        let rank_two = mask(2, 2, vec![1.0, 0.0, 0.0, 1.0]);
+        assert!(factor(&rank_two).is_none());
+        let nudged = mask(2, 2, vec![1.0, 2.0, 2.0, 4.0 + 1e-5]);
+        assert!(factor(&nudged).is_none());
+        assert!(factor(&mask(2, 2, vec![0.0; 4])).is_none());
+        assert!(factor(&mask(1, 3, vec![1.0, f32::NAN, 1.0])).is_none());
+        assert!(factor(&mask(1, 3, vec![1.0, 2.0, 3.0])).is_some());
+    }
+
+    #[test]
+    fn every_channel_count_and_odd_shape_has_an_entry_point() {
+        assert_eq!(entry_point((31, 31), 1), "conv2d_separable_m31_c1");
+        assert_eq!(entry_point((5, 7), 1), "conv2d_separable");
+        assert_eq!(entry_point((5, 5), 2), "conv2d_separable");
+        assert_eq!(
+            SEPARABLE_ENTRY_POINTS.len(),
+            REGISTER_MASKS.len() * REGISTER_CHANNELS.len()
+        );
+    }
+}
