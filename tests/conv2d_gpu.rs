@@ -437,6 +437,47 @@ fn random_separable_mask(rng: &mut StdRng, (rows, cols): (usize, usize)) -> Arra
     Array2::from_shape_fn((rows, cols), |(i, j)| column[i] * row[j])
 }
 
+/// One separable configuration with a random mode, origin and operation, in a contiguous or
+/// a strided image, against the reference.
+fn check_separable(rng: &mut StdRng, mask: &Array2<f32>, channels: usize, (h, w): (usize, usize)) {
+    let shape = mask.dim();
+    let convolve = rng.random_bool(0.5);
+    let options = Conv2dOptions {
+        mode: all_modes()[rng.random_range(0..6)],
+        origin: [
+            random_origin(rng, shape.0, convolve),
+            random_origin(rng, shape.1, convolve),
+        ],
+        kernel: Kernel::Separable,
+        ..Default::default()
+    };
+    let what = format!("separable {shape:?} c{channels} {h}x{w} {options:?} convolve {convolve}");
+    let big = random_array3(rng, (2 * h, w + 3, channels));
+    let image = if rng.random_bool(0.25) {
+        big.slice(s![..;2, 3.., ..])
+    } else {
+        big.slice(s![..h, ..w, ..])
+    };
+    let got = gpu2d(image, mask.view(), &options, convolve).unwrap();
+    expected2d(image, mask.view(), &options, convolve).check(got.view(), &what);
+}
+
+/// A few small separable cases (specialised and general kernels, random modes), for the
+/// sanitizers.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn separable_small_cases() {
+    let (mut rng, _) = rng("separable small");
+    for shape in [(5, 5), (4, 6)] {
+        let mask = random_separable_mask(&mut rng, shape);
+        for channels in [1, 3] {
+            for image in [(37, 53), (20, 150)] {
+                check_separable(&mut rng, &mask, channels, image);
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn separable_kernels_match_the_reference() {
@@ -465,35 +506,19 @@ fn separable_kernels_match_the_reference() {
             let plan = engine()
                 .plan2d(&mask, channels, &Conv2dOptions::default())
                 .unwrap();
-            if shape.0 > 1 && shape.1 > 1 {
-                assert_eq!(plan.kernel, Kernel::Separable, "Auto factors {shape:?}");
-            }
-            for (h, w) in images {
-                let convolve = rng.random_bool(0.5);
-                let options = Conv2dOptions {
-                    mode: all_modes()[rng.random_range(0..6)],
-                    origin: [
-                        random_origin(&mut rng, shape.0, convolve),
-                        random_origin(&mut rng, shape.1, convolve),
-                    ],
-                    kernel: Kernel::Separable,
-                    ..Default::default()
-                };
-                let what = format!(
-                    "separable {shape:?} c{channels} {h}x{w} {options:?} convolve {convolve}"
-                );
-                if rng.random_bool(0.25) {
-                    // A strided view of a larger image.
-                    let big = random_array3(&mut rng, (2 * h, w + 3, channels));
-                    let image = big.slice(s![..;2, 3.., ..]);
-                    let got = gpu2d(image, mask.view(), &options, convolve).unwrap();
-                    expected2d(image, mask.view(), &options, convolve).check(got.view(), &what);
-                } else {
-                    let image = random_array3(&mut rng, (h, w, channels));
-                    let got = gpu2d(image.view(), mask.view(), &options, convolve).unwrap();
-                    expected2d(image.view(), mask.view(), &options, convolve)
-                        .check(got.view(), &what);
-                }
+            // Auto factors 2D masks of 9 x 9 and more, and those no register-tiled kernel
+            // was compiled for.
+            let register = shape.0 == shape.1
+                && [3, 5, 7, 9, 15, 31].contains(&shape.0)
+                && [1, 3, 4].contains(&channels);
+            let factored = shape.0 > 1 && shape.1 > 1 && (shape.0 * shape.1 >= 81 || !register);
+            assert_eq!(
+                plan.kernel == Kernel::Separable,
+                factored,
+                "Auto's design for a separable {shape:?} mask, {channels} channels"
+            );
+            for image in images {
+                check_separable(&mut rng, &mask, channels, image);
                 runs += 1;
             }
         }
