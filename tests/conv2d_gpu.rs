@@ -365,7 +365,7 @@ fn register_tiled_kernels_match_the_reference() {
                     &Conv2dOptions::default(),
                 )
                 .unwrap();
-            let auto = if m <= 15 {
+            let auto = if m <= 9 {
                 Kernel::RegisterTiled
             } else {
                 Kernel::Tiled

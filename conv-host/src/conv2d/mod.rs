@@ -30,8 +30,8 @@ pub const DEFAULT_TILE_2D: (u32, u32) = (32, 8);
 /// halo), so it is taller than the others.
 pub const DEFAULT_TILE_2D_TILED: (u32, u32) = (32, 16);
 
-/// Default block of the tiled kernel for masks larger than 15 x 15, whose halo is as wide as
-/// the block: the output tile is then the block, 16 x 16.
+/// Default block of the tiled kernel for masks wider or taller than 16, whose halo is at least
+/// as wide as the block: the output tile is then the block, 16 x 16.
 pub const LARGE_MASK_TILE_2D: (u32, u32) = (16, 16);
 
 /// Row alignment of device images, in elements: 32 `f32` = 128 bytes, so every row starts on a
@@ -154,22 +154,24 @@ fn plan(
         }
         _ => {}
     }
-    // Auto, general masks: the register-tiled kernels up to 15 x 15; beyond, the textbook's
-    // tiled kernel with 16 x 16 tiles was measured faster (31 x 31 on an H200: 17.9 ms against
-    // 61 ms register-tiled and 101 ms constant-mask).
+    // Auto, general masks: the register-tiled kernels up to 9 x 9; beyond, the textbook's tiled
+    // kernel was measured faster on an H200 (15 x 15: 9.4 ms against 13.0 ms register-tiled;
+    // 31 x 31: 17.9 ms against 61 ms, and 101 ms for the constant-mask kernel).
     let register_applies = register_entry_point((rows, cols), channels).is_some();
-    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register_applies && rows <= 15)
+    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register_applies && rows <= 9)
     {
         return plan_register_tiled(device, (rows, cols), channels, tile);
     }
-    let large = rows.saturating_mul(cols) > 15 * 15;
+    let large = rows.saturating_mul(cols) > 9 * 9;
     let fits = rows.saturating_mul(cols) <= MASK_CAPACITY;
     let (kernel, entry_point) = match kernel {
         Kernel::Auto if large => ENTRY_POINTS.select(Kernel::Tiled, fits),
         other => ENTRY_POINTS.select(other, fits),
     };
     let default = match kernel {
-        Kernel::Tiled if large => LARGE_MASK_TILE_2D,
+        // A halo at least as wide as the block makes the output tile the whole block.
+        Kernel::Tiled if rows.max(cols) > 16 => LARGE_MASK_TILE_2D,
+        Kernel::Tiled if large => DEFAULT_TILE_2D,
         Kernel::Tiled => DEFAULT_TILE_2D_TILED,
         _ => DEFAULT_TILE_2D,
     };
@@ -528,8 +530,18 @@ pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 18] = [
 ];
 
 /// The register-tiled entry point for this mask and channel count, if one was compiled.
-fn register_entry_point((rows, cols): (usize, usize), channels: usize) -> Option<&'static str> {
-    REGISTER_ENTRY_POINTS
+fn register_entry_point(mask: (usize, usize), channels: usize) -> Option<&'static str> {
+    square_entry_point(&REGISTER_ENTRY_POINTS, mask, channels)
+}
+
+/// The entry point of `table` (`(mask size, channels, name)`) for a square mask of that size and
+/// that channel count.
+pub(crate) fn square_entry_point(
+    table: &[(u32, u32, &'static str)],
+    (rows, cols): (usize, usize),
+    channels: usize,
+) -> Option<&'static str> {
+    table
         .iter()
         .find(|&&(m, c, _)| rows == m as usize && cols == m as usize && channels == c as usize)
         .map(|&(_, _, name)| name)

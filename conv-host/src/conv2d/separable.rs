@@ -1,6 +1,6 @@
 //! Separable (rank-1) 2D masks: detection, and the plan of the fused two-pass kernel.
 
-use super::Mask2d;
+use super::{Mask2d, square_entry_point};
 use crate::abi::{MASK_CAPACITY, SEPARABLE_THREADS, SeparableLayout, separable_strip};
 use crate::engine::DeviceInfo;
 use crate::error::{ConvError, Result};
@@ -45,11 +45,8 @@ pub(crate) fn factor(mask: &Mask2d) -> Option<Vec<f32>> {
 
 /// The separable entry point: specialised for square masks and channel counts with a
 /// register-tiled kernel, else the general one.
-fn entry_point((rows, cols): (usize, usize), channels: usize) -> &'static str {
-    SEPARABLE_ENTRY_POINTS
-        .iter()
-        .find(|&&(m, c, _)| rows == m as usize && cols == m as usize && channels == c as usize)
-        .map_or("conv2d_separable", |&(_, _, name)| name)
+fn entry_point(mask: (usize, usize), channels: usize) -> &'static str {
+    square_entry_point(&SEPARABLE_ENTRY_POINTS, mask, channels).unwrap_or("conv2d_separable")
 }
 
 /// Plans the fused separable kernel for a mask `factor` accepted, or explains why it cannot run.
