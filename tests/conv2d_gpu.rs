@@ -523,6 +523,12 @@ fn separable_kernels_match_the_reference() {
             }
         }
     }
+    // An image large enough for full-height (256-row) blocks, with several block rows.
+    for shape in [(5, 5), (4, 6)] {
+        let mask = random_separable_mask(&mut rng, shape);
+        check_separable(&mut rng, &mask, 1, (2304, 8192));
+        runs += 1;
+    }
     // Clamping, single-channel arrays and the Gaussian filter, which Auto runs as two passes.
     let image = random_array3(&mut rng, (513, 301, 1)).index_axis_move(Axis(2), 0);
     let mask = random_separable_mask(&mut rng, (9, 9));

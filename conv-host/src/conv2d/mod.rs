@@ -448,7 +448,13 @@ impl Engine {
         let device = session.device();
         let elements = (shape.width * shape.channels) as u64;
         let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
-        let blocks_y = u64::from(height).div_ceil(u64::from(plan.output_tile.1));
+        let tile_h = match plan.kernel {
+            Kernel::Separable => {
+                separable::rows_per_block(height, blocks_x, device.multiprocessor_count)
+            }
+            _ => plan.output_tile.1,
+        };
+        let blocks_y = u64::from(height).div_ceil(u64::from(tile_h));
         if blocks_x > u64::from(device.max_grid_dim.0) {
             return Err(ConvError::TooLarge { len: image.len() });
         }
@@ -471,7 +477,7 @@ impl Engine {
                     top: mask.top as u32,
                     left: mask.left as u32,
                     out_tile_w: plan.output_tile.0,
-                    out_tile_h: plan.output_tile.1,
+                    out_tile_h: tile_h,
                     block_offset_y: block_offset_y as u32,
                     mode,
                     cval,

@@ -17,6 +17,15 @@ pub const SEPARABLE_TOLERANCE: f64 = 4.0 * f32::EPSILON as f64;
 /// outputs, so taller blocks waste less; 256 still gives 2,048 blocks for an 8192^2 image.
 const ROWS_PER_BLOCK: u32 = 256;
 
+/// Output rows per separable block for an image of `height` rows and `strips` column strips:
+/// `ROWS_PER_BLOCK`, or fewer (down to one 16-row step) where that would leave fewer than four
+/// blocks per SM, so small images still fill the GPU.
+pub(crate) fn rows_per_block(height: u32, strips: u64, multiprocessors: u32) -> u32 {
+    let block_rows = (4 * u64::from(multiprocessors)).div_ceil(strips.max(1));
+    let rows = u64::from(height).div_ceil(block_rows).next_multiple_of(16);
+    rows.clamp(16, u64::from(ROWS_PER_BLOCK)) as u32
+}
+
 /// The factors of a rank-1 mask, `mask[i][j] = column[i] * row[j]`, in the order the kernel
 /// reads them from constant memory: the row factor, then the column factor.
 pub(crate) fn factor(mask: &Mask2d) -> Option<Vec<f32>> {
@@ -148,6 +157,16 @@ mod tests {
         assert!(factor(&mask(2, 2, vec![0.0; 4])).is_none());
         assert!(factor(&mask(1, 3, vec![1.0, f32::NAN, 1.0])).is_none());
         assert!(factor(&mask(1, 3, vec![1.0, 2.0, 3.0])).is_some());
+    }
+
+    #[test]
+    fn small_images_get_shorter_blocks() {
+        // 8192^2, one channel, 132 SMs: 64 strips, full-height blocks.
+        assert_eq!(rows_per_block(8192, 64, 132), ROWS_PER_BLOCK);
+        // 256 rows in 10 strips: 16-row blocks, 160 blocks.
+        assert_eq!(rows_per_block(256, 10, 132), 16);
+        assert_eq!(rows_per_block(1, 1, 132), 16);
+        assert_eq!(rows_per_block(4000, 1, 132), 16);
     }
 
     #[test]
