@@ -24,8 +24,8 @@ use crate::abi::{
 };
 use crate::boundary::Plane;
 use crate::gpu::{
-    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, clamp_keeping_nan, fma,
-    sync_threads, thread_idx_x,
+    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, clamp_keeping_nan, fma, sync_threads,
+    thread_idx_x,
 };
 
 const THREADS: usize = SEPARABLE_THREADS as usize;
@@ -121,7 +121,13 @@ impl Source {
     /// # Safety
     /// `input` is the image `image` describes, with rows `pitch` elements apart.
     #[inline(always)]
-    unsafe fn fetch(self, block: Block, step: usize, interior: bool, (row, x): (usize, usize)) -> f32 {
+    unsafe fn fetch(
+        self,
+        block: Block,
+        step: usize,
+        interior: bool,
+        (row, x): (usize, usize),
+    ) -> f32 {
         let y = block.first_y + (step * CHUNK + row) as i64;
         let e = block.first_e + x as i64;
         if interior {
@@ -139,7 +145,13 @@ impl Source {
     /// # Safety
     /// As [`Source::fetch`].
     #[inline(always)]
-    unsafe fn prefetch(self, block: Block, step: usize, thread: usize, values: &mut [f32; MAX_PREFETCH]) {
+    unsafe fn prefetch(
+        self,
+        block: Block,
+        step: usize,
+        thread: usize,
+        values: &mut [f32; MAX_PREFETCH],
+    ) {
         if block.interior(step) {
             for (s, value) in values.iter_mut().enumerate().take(block.slots()) {
                 if let Some(at) = block.staging_slot(thread, s) {
@@ -237,7 +249,8 @@ unsafe fn separable<const M: usize, const C: usize>(
         height,
     };
     let block = Block {
-        columns_inside: block.first_e >= 0 && block.first_e as usize + block.input_width <= elements,
+        columns_inside: block.first_e >= 0
+            && block.first_e as usize + block.input_width <= elements,
         ..block
     };
     let steps = (block.out_rows + mask_h - 1).div_ceil(CHUNK);
