@@ -471,7 +471,7 @@ impl Session<'_> {
 
     /// Launches a convolution kernel with the arguments every one takes: input, mask (only the
     /// global-mask kernels), output, parameters.
-    pub(crate) fn launch_conv<'a, P: DeviceRepr>(
+    fn launch_conv<'a, P: DeviceRepr>(
         &'a self,
         kernel: &'static str,
         config: LaunchConfig,
@@ -486,6 +486,41 @@ impl Session<'_> {
             args.arg(&mut buffers.output);
             args.arg(params);
         })
+    }
+
+    /// Runs one convolution `runs` times on staged `buffers`, then downloads the output into
+    /// `out`. A run covers `blocks` blocks along the axis that may need more than one grid, in
+    /// grids of at most `max_grid` blocks; `grid(offset, count)` gives the launch configuration
+    /// and the parameters of the grid whose first block is `offset`. Returns each run's kernel
+    /// time in milliseconds.
+    ///
+    /// Each caller documents, beside its `grid`, how every grid meets `kernel`'s contract.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_conv<P: DeviceRepr>(
+        &self,
+        kernel: &'static str,
+        buffers: &mut Buffers,
+        blocks: u64,
+        max_grid: u64,
+        runs: usize,
+        out: &mut [f32],
+        mut grid: impl FnMut(u64, u64) -> (LaunchConfig, P),
+    ) -> Result<Vec<f32>> {
+        let max_grid = max_grid.max(1);
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let before = self.kernel_ms();
+            let mut offset = 0;
+            while offset < blocks {
+                let count = (blocks - offset).min(max_grid);
+                let (config, params) = grid(offset, count);
+                self.launch_conv(kernel, config, buffers, &params)?;
+                offset += count;
+            }
+            times.push(self.kernel_ms() - before);
+        }
+        self.download(&buffers.output, out)?;
+        Ok(times)
     }
 
     /// Launches `kernel`; `push_args` adds its arguments in order. Waits for it to finish so a
@@ -515,8 +550,8 @@ impl Session<'_> {
         let start = stream.record_event(timing).context(describe)?;
         let mut builder = stream.launch_builder(function);
         push_args(&mut builder);
-        // SAFETY: each operation module documents, beside its launch, how arguments and
-        // configuration satisfy the kernel's contract.
+        // SAFETY: each operation module documents, beside its `run_conv` grid (or its launch),
+        // how arguments and configuration satisfy the kernel's contract.
         unsafe { builder.launch(config) }.context(describe)?;
         let end = stream.record_event(timing).context(describe)?;
         if let Err(error) = stream.synchronize() {

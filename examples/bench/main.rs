@@ -103,6 +103,16 @@ struct Plan {
     out_dir: PathBuf,
 }
 
+/// One benchmark run: the device, its ceilings, what to run, the inputs' generator and the
+/// rows measured so far.
+struct Bench<'a> {
+    engine: &'a Engine,
+    ceilings: Ceilings,
+    plan: Plan,
+    rng: StdRng,
+    rows: Vec<Row>,
+}
+
 fn median(mut times: Vec<f32>) -> f64 {
     times.sort_by(f32::total_cmp);
     let n = times.len();
@@ -185,72 +195,77 @@ fn spot_check(samples: impl Iterator<Item = (f64, f64, f64)>) -> f64 {
         .fold(0.0, f64::max)
 }
 
-fn bench_1d(
-    engine: &Engine,
-    ceilings: &Ceilings,
-    plan: &Plan,
-    rng: &mut StdRng,
-    rows: &mut Vec<Row>,
-) -> Result<(), String> {
-    let sizes: Vec<u32> = match plan.scope {
-        Scope::Targets => vec![26],
-        Scope::Quick => vec![16, 20, 24],
-        Scope::Full => (12..=28).step_by(2).collect(),
-    };
-    let masks: &[usize] = match plan.scope {
-        Scope::Targets => &[7, 31],
-        Scope::Quick => &[3, 7, 31],
-        Scope::Full => &[3, 5, 7, 9, 15, 31],
-    };
-    let tiles: &[u32] = match plan.scope {
-        Scope::Targets => &[],
-        Scope::Quick => &[256],
-        Scope::Full => &[128, 256, 1024],
-    };
-    for &log2 in &sizes {
-        let n = 1usize << log2;
-        let input = Array1::from(random_vec(rng, n));
-        for &taps in masks {
-            let mask = Array1::from(random_vec(rng, taps));
-            let cpu_ms = cpu_time(n * taps, || {
-                let _ = reference::correlate1d(&input, &mask, &Conv1dOptions::default());
-            });
-            let register = Conv1dOptions {
-                kernel: Kernel::RegisterTiled,
-                ..Default::default()
-            };
-            for (kernel, tile) in variants(tiles, engine.plan1d(taps, &register).is_ok()) {
-                let options = Conv1dOptions {
-                    kernel,
-                    tile,
+impl Bench<'_> {
+    /// Measures 1D signals of every size, mask length and tile in scope.
+    fn bench_1d(&mut self) -> Result<(), String> {
+        let sizes: Vec<u32> = match self.plan.scope {
+            Scope::Targets => vec![26],
+            Scope::Quick => vec![16, 20, 24],
+            Scope::Full => (12..=28).step_by(2).collect(),
+        };
+        let masks: &[usize] = match self.plan.scope {
+            Scope::Targets => &[7, 31],
+            Scope::Quick => &[3, 7, 31],
+            Scope::Full => &[3, 5, 7, 9, 15, 31],
+        };
+        let tiles: &[u32] = match self.plan.scope {
+            Scope::Targets => &[],
+            Scope::Quick => &[256],
+            Scope::Full => &[128, 256, 1024],
+        };
+        for &log2 in &sizes {
+            let n = 1usize << log2;
+            let input = Array1::from(random_vec(&mut self.rng, n));
+            for &taps in masks {
+                let mask = Array1::from(random_vec(&mut self.rng, taps));
+                let cpu_ms = cpu_time(n * taps, || {
+                    let _ = reference::correlate1d(&input, &mask, &Conv1dOptions::default());
+                });
+                let register = Conv1dOptions {
+                    kernel: Kernel::RegisterTiled,
                     ..Default::default()
                 };
-                let launch = engine.plan1d(taps, &options).map_err(|e| e.to_string())?;
-                let (output, kernel_ms, end_to_end_ms) = measure(
-                    |runs| engine.time_correlate1d(&input, &mask, &options, runs),
-                    || engine.correlate1d(&input, &mask, &options).map(drop),
-                )?;
-                let tile = launch.block.0;
-                let measured = Measured {
-                    name: format!("1d/{kernel}/n2^{log2}/m{taps}/t{tile}"),
-                    dims: 1,
-                    elements: n,
-                    taps,
-                    mask: taps.to_string(),
-                    tile: tile.to_string(),
-                    kernel_ms,
-                    end_to_end_ms,
-                    cpu_ms,
-                    reduction: predicted_reduction(&launch, (1, taps), 1),
-                    max_error: check_1d(input.view(), mask.view(), output.view(), rng),
-                    launch,
-                };
-                rows.push(measured.into_row(ceilings));
+                for (kernel, tile) in variants(tiles, self.engine.plan1d(taps, &register).is_ok()) {
+                    let options = Conv1dOptions {
+                        kernel,
+                        tile,
+                        ..Default::default()
+                    };
+                    let launch = self
+                        .engine
+                        .plan1d(taps, &options)
+                        .map_err(|e| e.to_string())?;
+                    let (output, kernel_ms, end_to_end_ms) = measure(
+                        |runs| self.engine.time_correlate1d(&input, &mask, &options, runs),
+                        || self.engine.correlate1d(&input, &mask, &options).map(drop),
+                    )?;
+                    let tile = launch.block.0;
+                    let measured = Measured {
+                        name: format!("1d/{kernel}/n2^{log2}/m{taps}/t{tile}"),
+                        dims: 1,
+                        elements: n,
+                        taps,
+                        mask: taps.to_string(),
+                        tile: tile.to_string(),
+                        kernel_ms,
+                        end_to_end_ms,
+                        cpu_ms,
+                        reduction: predicted_reduction(&launch, (1, taps), 1),
+                        max_error: check_1d(
+                            input.view(),
+                            mask.view(),
+                            output.view(),
+                            &mut self.rng,
+                        ),
+                        launch,
+                    };
+                    self.rows.push(measured.into_row(&self.ceilings));
+                }
             }
+            eprintln!("1d n = 2^{log2} done");
         }
-        eprintln!("1d n = 2^{log2} done");
+        Ok(())
     }
-    Ok(())
 }
 
 fn check_1d(
@@ -318,83 +333,85 @@ fn check_2d(
     }))
 }
 
-fn bench_2d(
-    engine: &Engine,
-    ceilings: &Ceilings,
-    plan: &Plan,
-    rng: &mut StdRng,
-    rows: &mut Vec<Row>,
-) -> Result<(), String> {
-    let mut images: Vec<(usize, usize)> = match plan.scope {
-        Scope::Targets => vec![(8192, 1)],
-        Scope::Quick => vec![(1024, 1), (4096, 1), (8192, 1)],
-        Scope::Full => [256, 1024, 4096, 8192].iter().map(|&s| (s, 1)).collect(),
-    };
-    images.push((4096, 3));
-    let sides: &[usize] = match plan.scope {
-        Scope::Targets => &[5, 7, 9, 31],
-        Scope::Quick => &[3, 5, 9, 31],
-        Scope::Full => &[3, 5, 7, 9, 15, 31],
-    };
-    let mut masks: Vec<(usize, usize)> = sides.iter().map(|&s| (s, s)).collect();
-    let line_sides: &[usize] = match plan.scope {
-        Scope::Targets => &[],
-        Scope::Quick => &[31],
-        Scope::Full => &[3, 9, 31],
-    };
-    masks.extend(line_sides.iter().flat_map(|&s| [(1, s), (s, 1)]));
-    let tiles: &[(u32, u32)] = match plan.scope {
-        Scope::Targets => &[],
-        Scope::Quick => &[(32, 8)],
-        Scope::Full => &[(32, 8), (16, 16)],
-    };
-    for &(side, channels) in &images {
-        let shape = (side, side, channels);
-        let image =
-            Array3::from_shape_vec(shape, random_vec(rng, side * side * channels)).expect("shape");
-        for &mask_shape in &masks {
-            if plan.scope == Scope::Targets && channels == 3 && mask_shape != (5, 5) {
-                continue;
-            }
-            let mask =
-                Array2::from_shape_vec(mask_shape, random_vec(rng, mask_shape.0 * mask_shape.1))
+impl Bench<'_> {
+    /// Measures 2D images of every size, mask shape and tile in scope, and rank-1 masks through the separable kernel.
+    fn bench_2d(&mut self) -> Result<(), String> {
+        let mut images: Vec<(usize, usize)> = match self.plan.scope {
+            Scope::Targets => vec![(8192, 1)],
+            Scope::Quick => vec![(1024, 1), (4096, 1), (8192, 1)],
+            Scope::Full => [256, 1024, 4096, 8192].iter().map(|&s| (s, 1)).collect(),
+        };
+        images.push((4096, 3));
+        let sides: &[usize] = match self.plan.scope {
+            Scope::Targets => &[5, 7, 9, 31],
+            Scope::Quick => &[3, 5, 9, 31],
+            Scope::Full => &[3, 5, 7, 9, 15, 31],
+        };
+        let mut masks: Vec<(usize, usize)> = sides.iter().map(|&s| (s, s)).collect();
+        let line_sides: &[usize] = match self.plan.scope {
+            Scope::Targets => &[],
+            Scope::Quick => &[31],
+            Scope::Full => &[3, 9, 31],
+        };
+        masks.extend(line_sides.iter().flat_map(|&s| [(1, s), (s, 1)]));
+        let tiles: &[(u32, u32)] = match self.plan.scope {
+            Scope::Targets => &[],
+            Scope::Quick => &[(32, 8)],
+            Scope::Full => &[(32, 8), (16, 16)],
+        };
+        for &(side, channels) in &images {
+            let shape = (side, side, channels);
+            let image =
+                Array3::from_shape_vec(shape, random_vec(&mut self.rng, side * side * channels))
                     .expect("shape");
-            let cpu_ms = cpu_time(image.len() * mask.len(), || {
-                let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
-            });
-            let register = Conv2dOptions {
-                kernel: Kernel::RegisterTiled,
-                ..Default::default()
-            };
-            let register_applies = engine.plan2d(&mask, channels, &register).is_ok();
-            for (kernel, tile) in variants(tiles, register_applies) {
-                let case = Case2d {
-                    image: &image,
-                    mask: &mask,
-                    kernel,
-                    tile,
-                    cpu_ms,
+            for &mask_shape in &masks {
+                if self.plan.scope == Scope::Targets && channels == 3 && mask_shape != (5, 5) {
+                    continue;
+                }
+                let mask = Array2::from_shape_vec(
+                    mask_shape,
+                    random_vec(&mut self.rng, mask_shape.0 * mask_shape.1),
+                )
+                .expect("shape");
+                let cpu_ms = cpu_time(image.len() * mask.len(), || {
+                    let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
+                });
+                let register = Conv2dOptions {
+                    kernel: Kernel::RegisterTiled,
+                    ..Default::default()
                 };
-                rows.push(case.measure(engine, ceilings, rng)?);
+                let register_applies = self.engine.plan2d(&mask, channels, &register).is_ok();
+                for (kernel, tile) in variants(tiles, register_applies) {
+                    let case = Case2d {
+                        image: &image,
+                        mask: &mask,
+                        kernel,
+                        tile,
+                        cpu_ms,
+                    };
+                    self.rows
+                        .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
+                }
+                // The same shape as a rank-1 mask (an outer product), through the fused kernel.
+                if mask_shape.0 > 1 && mask_shape.1 > 1 {
+                    let column = Array1::from(random_vec(&mut self.rng, mask_shape.0));
+                    let row = Array1::from(random_vec(&mut self.rng, mask_shape.1));
+                    let rank_one = Array2::from_shape_fn(mask_shape, |(i, j)| column[i] * row[j]);
+                    let case = Case2d {
+                        image: &image,
+                        mask: &rank_one,
+                        kernel: Kernel::Separable,
+                        tile: None,
+                        cpu_ms,
+                    };
+                    self.rows
+                        .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
+                }
             }
-            // The same shape as a rank-1 mask (an outer product), through the fused kernel.
-            if mask_shape.0 > 1 && mask_shape.1 > 1 {
-                let column = Array1::from(random_vec(rng, mask_shape.0));
-                let row = Array1::from(random_vec(rng, mask_shape.1));
-                let rank_one = Array2::from_shape_fn(mask_shape, |(i, j)| column[i] * row[j]);
-                let case = Case2d {
-                    image: &image,
-                    mask: &rank_one,
-                    kernel: Kernel::Separable,
-                    tile: None,
-                    cpu_ms,
-                };
-                rows.push(case.measure(engine, ceilings, rng)?);
-            }
+            eprintln!("2d {side}x{side}x{channels} done");
         }
-        eprintln!("2d {side}x{side}x{channels} done");
+        Ok(())
     }
-    Ok(())
 }
 
 /// One 2D case to measure.
@@ -624,15 +641,26 @@ fn run() -> Result<(), String> {
     let ceilings = measure_ceilings(&engine)?;
     let seed: u64 = rand::rng().random();
     println!("input seed {seed}");
-    let mut rng = StdRng::seed_from_u64(seed);
-    let mut rows = Vec::new();
+    let mut bench = Bench {
+        engine: &engine,
+        ceilings,
+        plan,
+        rng: StdRng::seed_from_u64(seed),
+        rows: Vec::new(),
+    };
     let started = Instant::now();
     if only.as_deref() != Some("2d") {
-        bench_1d(&engine, &ceilings, &plan, &mut rng, &mut rows)?;
+        bench.bench_1d()?;
     }
     if only.as_deref() != Some("1d") {
-        bench_2d(&engine, &ceilings, &plan, &mut rng, &mut rows)?;
+        bench.bench_2d()?;
     }
+    let Bench {
+        ceilings,
+        plan,
+        rows,
+        ..
+    } = bench;
     let device = engine.device();
     let header = format!(
         "device: {}\ncopy_roofline_gbps: {:.1}\nfma_peak_gflops: {:.1}\nseed: {seed}\nmode: {}\nruns: {WARMUP} warm-up + {TIMED} timed, median",

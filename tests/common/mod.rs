@@ -5,7 +5,7 @@ use approx::relative_eq;
 use conv_host::{
     BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, ImageDim, reference,
 };
-use ndarray::{Array, Array1, Array2, ArrayView, ArrayView1, ArrayView2, Dimension, Ix1};
+use ndarray::{Array, Array1, ArrayView, ArrayView1, ArrayView2, Dimension, Ix1, OwnedRepr};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
@@ -101,6 +101,24 @@ fn abs_mode(mode: BoundaryMode) -> BoundaryMode {
     }
 }
 
+/// The values of one reference operation, `run(input, mask, options)`, and its magnitudes: the
+/// same operation over |input| and |mask| under `abs_options` (no clamp, |cval|).
+fn expected<D: Dimension, M: Dimension, O>(
+    input: ArrayView<f32, D>,
+    mask: ArrayView<f32, M>,
+    options: &O,
+    abs_options: &O,
+    run: impl Fn(&Array<f32, D>, &Array<f32, M>, &O) -> Result<Array<f64, D>, ConvError>,
+) -> Expected<D> {
+    let run = |input: &Array<f32, D>, mask: &Array<f32, M>, options: &O| {
+        run(input, mask, options).expect("valid options")
+    };
+    Expected {
+        values: run(&input.to_owned(), &mask.to_owned(), options),
+        magnitude: run(&input.mapv(f32::abs), &mask.mapv(f32::abs), abs_options),
+    }
+}
+
 /// The reference 1D correlation (or convolution) of `input` with `mask`.
 pub fn expected1d(
     input: ArrayView1<f32>,
@@ -108,23 +126,17 @@ pub fn expected1d(
     options: &Conv1dOptions,
     convolve: bool,
 ) -> Expected<Ix1> {
-    let run = |input: &Array1<f32>, mask: &Array1<f32>, options: &Conv1dOptions| {
-        let result = if convolve {
-            reference::convolve1d(input, mask, options)
-        } else {
-            reference::correlate1d(input, mask, options)
-        };
-        result.expect("valid options")
-    };
     let abs_options = Conv1dOptions {
         mode: abs_mode(options.mode),
         clamp: None,
         ..*options
     };
-    Expected {
-        values: run(&input.to_owned(), &mask.to_owned(), options),
-        magnitude: run(&input.mapv(f32::abs), &mask.mapv(f32::abs), &abs_options),
-    }
+    let run = if convolve {
+        reference::convolve1d::<OwnedRepr<f32>, OwnedRepr<f32>>
+    } else {
+        reference::correlate1d
+    };
+    expected(input, mask, options, &abs_options, run)
 }
 
 /// The reference 2D correlation (or convolution) of `image` with `mask`.
@@ -134,23 +146,17 @@ pub fn expected2d<D: ImageDim>(
     options: &Conv2dOptions,
     convolve: bool,
 ) -> Expected<D> {
-    let run = |image: &Array<f32, D>, mask: &Array2<f32>, options: &Conv2dOptions| {
-        let result = if convolve {
-            reference::convolve2d(image, mask, options)
-        } else {
-            reference::correlate2d(image, mask, options)
-        };
-        result.expect("valid options")
-    };
     let abs_options = Conv2dOptions {
         mode: abs_mode(options.mode),
         clamp: None,
         ..*options
     };
-    Expected {
-        values: run(&image.to_owned(), &mask.to_owned(), options),
-        magnitude: run(&image.mapv(f32::abs), &mask.mapv(f32::abs), &abs_options),
-    }
+    let run = if convolve {
+        reference::convolve2d::<OwnedRepr<f32>, OwnedRepr<f32>, D>
+    } else {
+        reference::correlate2d
+    };
+    expected(image, mask, options, &abs_options, run)
 }
 
 /// The GPU's 1D correlation (or convolution), through the public API.

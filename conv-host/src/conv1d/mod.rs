@@ -307,13 +307,18 @@ impl Engine {
         let mut buffers = session.stage(input, &taps.values, plan.mask_in_constant_memory)?;
         let (mode, cval) = mode.code_and_cval();
         let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
-        let max_grid = u64::from(session.device().max_grid_dim.0.max(1));
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let before = session.kernel_ms();
-            let mut block_offset = 0;
-            while block_offset < blocks {
-                let count = (blocks - block_offset).min(max_grid);
+        let max_grid = u64::from(session.device().max_grid_dim.0);
+        session.run_conv(
+            plan.entry_point,
+            &mut buffers,
+            blocks,
+            max_grid,
+            runs,
+            out,
+            |block_offset, count| {
+                // Contract of every conv1d kernel: input and output hold `len` elements (staged
+                // above), the mask holds `mask_len` taps (in MASK or `device_mask`), shared
+                // memory as `plan` computed for this kernel, and `left < mask_len`.
                 let params = Conv1dParams {
                     len: len as u64,
                     mask_len: taps.values.len() as u64,
@@ -329,15 +334,8 @@ impl Engine {
                     block_dim: (plan.block.0, 1, 1),
                     shared_mem_bytes: plan.shared_memory_bytes,
                 };
-                // Contract of every conv1d kernel: input and output hold `len` elements (staged
-                // above), the mask holds `mask_len` taps (in MASK or `device_mask`),
-                // shared memory as `plan` computed for this kernel, and `left < mask_len`.
-                session.launch_conv(plan.entry_point, config, &mut buffers, &params)?;
-                block_offset += count;
-            }
-            times.push(session.kernel_ms() - before);
-        }
-        session.download(&buffers.output, out)?;
-        Ok(times)
+                (config, params)
+            },
+        )
     }
 }

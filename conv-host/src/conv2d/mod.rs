@@ -460,13 +460,19 @@ impl Engine {
         }
         let mut buffers = session.stage(image, &mask.values, plan.mask_in_constant_memory)?;
         let (mode, cval) = mode.code_and_cval();
-        let max_grid_y = u64::from(device.max_grid_dim.1.max(1));
-        let mut times = Vec::with_capacity(runs);
-        for _ in 0..runs {
-            let before = session.kernel_ms();
-            let mut block_offset_y = 0;
-            while block_offset_y < blocks_y {
-                let count = (blocks_y - block_offset_y).min(max_grid_y);
+        let max_grid_y = u64::from(device.max_grid_dim.1);
+        session.run_conv(
+            plan.entry_point,
+            &mut buffers,
+            blocks_y,
+            max_grid_y,
+            runs,
+            out,
+            |block_offset_y, count| {
+                // Contract of every conv2d kernel: both buffers hold `height` rows of `pitch >=
+                // width * channels` elements (uploaded and allocated above), the mask holds
+                // `mask_h * mask_w` taps (in MASK or `device_mask`), shared memory and output
+                // tile as `plan` computed for this design, `top < mask_h` and `left < mask_w`.
                 let params = Conv2dParams {
                     pitch: shape.pitch as u64,
                     height,
@@ -489,17 +495,9 @@ impl Engine {
                     block_dim: (plan.block.0, plan.block.1, 1),
                     shared_mem_bytes: plan.shared_memory_bytes,
                 };
-                // Contract of every conv2d kernel: both buffers hold `height` rows of `pitch >=
-                // width * channels` elements (uploaded and allocated above), the mask holds
-                // `mask_h * mask_w` taps (in MASK or `device_mask`), shared memory and output tile
-                // as `plan` computed for this design, `top < mask_h` and `left < mask_w`.
-                session.launch_conv(plan.entry_point, config, &mut buffers, &params)?;
-                block_offset_y += count;
-            }
-            times.push(session.kernel_ms() - before);
-        }
-        session.download(&buffers.output, out)?;
-        Ok(times)
+                (config, params)
+            },
+        )
     }
 }
 
