@@ -89,7 +89,7 @@ fn main() {
 }
 
 /// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled and separable kernels) to every
-/// kernel entry, and `.minnctapersm 2` to the separable ones. Rust has no
+/// kernel entry, and `.minnctapersm` to the register-tiled and separable ones. Rust has no
 /// `__launch_bounds__`; these PTX directives are its equivalent: `.maxntid 1024` tells the
 /// assembler that blocks may have 1024 threads, so it keeps such kernels within 64 registers
 /// and every tile size up to 1024 threads can launch.
@@ -97,26 +97,30 @@ fn bound_block_size(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
     let mut in_entry_header = false;
     let mut threads = 1024;
-    let mut separable = false;
+    let mut blocks_per_sm = None;
     for line in ptx.lines() {
         if line.starts_with(".visible .entry") {
             in_entry_header = true;
             // The register-tiled and separable 2D kernels launch 256-thread blocks
             // (REGISTER_BLOCK, SEPARABLE_THREADS): bounding them so leaves up to 255 registers
             // for their accumulators and staged loads.
-            separable = line.contains("conv2d_separable");
-            threads = if line.contains("conv2d_register_") || separable {
-                256
+            let separable = line.contains("conv2d_separable");
+            let register = line.contains("conv2d_register_");
+            threads = if register || separable { 256 } else { 1024 };
+            blocks_per_sm = if separable {
+                // Up to 128 registers. Left to itself, ptxas aims at three blocks (80
+                // registers) and spills a few bytes.
+                Some(2)
+            } else if register {
+                Some(register_blocks_per_sm(line))
             } else {
-                1024
+                None
             };
         }
         if in_entry_header && line == "{" {
             out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
-            if separable {
-                // Two blocks per SM: up to 128 registers. Left to itself, ptxas aims at three
-                // (80 registers) and spills a few bytes.
-                out.push_str(".minnctapersm 2\n");
+            if let Some(blocks) = blocks_per_sm {
+                out.push_str(&format!(".minnctapersm {blocks}\n"));
             }
             in_entry_header = false;
         }
@@ -124,6 +128,31 @@ fn bound_block_size(ptx: &str) -> String {
         out.push('\n');
     }
     out
+}
+
+/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_register_m{M}_c{C}(`): the most
+/// for which ptxas (sm_90) fits the kernel's walk (4 M accumulators, the window of
+/// `4 + (M - 1) C` values, addresses) without spilling. Left to itself, ptxas hoists the loads
+/// of many rows and takes up to 255 registers, which leaves one block per SM.
+fn register_blocks_per_sm(entry: &str) -> u32 {
+    const BUDGETS: [(&str, u32); 12] = [
+        ("m3_c1", 4),
+        ("m3_c3", 4),
+        ("m3_c4", 4),
+        ("m5_c1", 3),
+        ("m5_c3", 3),
+        ("m5_c4", 4),
+        ("m7_c1", 3),
+        ("m7_c3", 3),
+        ("m7_c4", 3),
+        ("m9_c1", 3),
+        ("m9_c3", 2),
+        ("m9_c4", 2),
+    ];
+    BUDGETS
+        .iter()
+        .find(|(shape, _)| entry.contains(&format!("conv2d_register_{shape}(")))
+        .map_or(2, |&(_, blocks)| blocks)
 }
 
 /// Fails with one line naming the exact `rustup component add` command for a missing component.

@@ -356,7 +356,7 @@ fn gaussian_filter_matches_the_separable_reference() {
 fn register_tiled_kernels_match_the_reference() {
     let (mut rng, seed) = rng("register-tiled");
     let mut runs = 0;
-    for m in [3, 5, 7, 9, 15, 31] {
+    for m in [3, 5, 7, 9] {
         for channels in [1, 3, 4] {
             let plan = engine()
                 .plan2d(
@@ -365,16 +365,14 @@ fn register_tiled_kernels_match_the_reference() {
                     &Conv2dOptions::default(),
                 )
                 .unwrap();
-            let auto = if m <= 9 {
-                Kernel::RegisterTiled
-            } else {
-                Kernel::Tiled
-            };
             assert_eq!(
-                plan.kernel, auto,
+                plan.kernel,
+                Kernel::RegisterTiled,
                 "Auto's design for a general {m}x{m} mask"
             );
-            for (h, w) in [(1, 1), (67, 1), (37, 53), (130, 70), (300, 257)] {
+            // Tall and wide images give warps that walk without checks next to warps at the
+            // borders; widths around multiples of 128 elements move the border across warps.
+            for (h, w) in [(1, 1), (67, 1), (37, 53), (130, 70), (300, 257), (290, 515)] {
                 let mode = all_modes()[rng.random_range(0..6)];
                 let convolve = rng.random_bool(0.5);
                 let origin = [
@@ -402,6 +400,19 @@ fn register_tiled_kernels_match_the_reference() {
         kernel: Kernel::RegisterTiled,
         ..Default::default()
     };
+    for m in [15, 31] {
+        let mask = random_mask(&mut rng, (m, m));
+        assert!(matches!(
+            engine().plan2d(&mask, 1, &odd),
+            Err(ConvError::InvalidLaunch { .. })
+        ));
+        let auto = engine().plan2d(&mask, 1, &Conv2dOptions::default());
+        assert_eq!(
+            auto.unwrap().kernel,
+            Kernel::Tiled,
+            "Auto for a general {m}x{m} mask"
+        );
+    }
     let image = random_array3(&mut rng, (20, 20, 2));
     assert!(matches!(
         engine().correlate2d(&image, &random_mask(&mut rng, (5, 5)), &odd),

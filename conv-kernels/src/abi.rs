@@ -55,13 +55,23 @@ pub const fn register_outputs_1d(mask_len: u64) -> u64 {
 
 /// Block of the register-tiled 2D kernels: threads along a row (elements) and down the rows.
 pub const REGISTER_BLOCK: (u32, u32) = (32, 8);
-/// Output rows each thread of a register-tiled 2D kernel computes (its accumulators).
-pub const REGISTER_ROWS: u32 = 8;
+/// Output rows each thread of a register-tiled 2D kernel computes.
+pub const REGISTER_ROWS: u32 = 16;
+/// Consecutive elements of a row each thread of a register-tiled 2D kernel computes (one
+/// 16-byte load or store per row).
+pub const REGISTER_ELEMENTS: u32 = 4;
 /// Square mask sizes and channel counts with a register-tiled 2D kernel
 /// (`conv2d_register_m{size}_c{channels}`).
-pub const REGISTER_MASKS: [u32; 6] = [3, 5, 7, 9, 15, 31];
+pub const REGISTER_MASKS: [u32; 4] = [3, 5, 7, 9];
 /// See [`REGISTER_MASKS`].
 pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];
+
+/// How many elements the register-tiled 2D kernel's output groups sit left of a multiple of 4,
+/// so that each group's input window (`left * channels` elements further left) starts on a
+/// 16-byte boundary: group `g` owns elements `4g - shift ..= 4g - shift + 3`.
+pub const fn register_output_shift(left: u64, channels: u64) -> u64 {
+    (4 - (left * channels) % 4) % 4
+}
 
 /// Threads per block of the fused separable 2D kernels (one dimension).
 pub const SEPARABLE_THREADS: u32 = 256;

@@ -9,8 +9,8 @@
 use crate::abi::Conv1dParams;
 use crate::boundary::Line;
 use crate::gpu::{
-    ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, block_idx_x, clamp_keeping_nan, fma,
-    sync_threads, thread_idx_x,
+    ConstantMask, GlobalMask, Mask, Quad, SharedTile, block_dim_x, block_idx_x, clamp_keeping_nan,
+    fma, sync_threads, thread_idx_x,
 };
 
 /// First output index of this thread's block.
@@ -210,11 +210,6 @@ pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2_global_mask(
     // SAFETY: forwarded contract.
     unsafe { tiled_l2(input, GlobalMask(mask), output, &p) }
 }
-
-/// Four outputs, so that one store of 16 aligned bytes writes them.
-#[repr(C, align(16))]
-#[derive(Clone, Copy)]
-struct Quad([f32; 4]);
 
 /// Register-tiled design, specialised at compile time on the mask length `M`. A block of
 /// `REGISTER_THREADS_1D` = 256 threads produces `256 * P` outputs, `P = register_outputs_1d(M)`

@@ -9,8 +9,9 @@
 use crate::abi::Conv2dParams;
 use crate::boundary::Plane;
 use crate::gpu::{
-    ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, block_dim_y, block_idx_x, block_idx_y,
-    clamp_keeping_nan, fma, sync_threads, thread_idx_x, thread_idx_y,
+    ConstantMask, GlobalMask, Mask, Pair, Quad, SharedTile, block_dim_x, block_dim_y, block_idx_x,
+    block_idx_y, clamp_keeping_nan, fma, load_global4, store_if, store2_if, store4_if,
+    sync_threads, thread_idx_x, thread_idx_y, warp_ballot,
 };
 
 /// The output clamp of these parameters.
@@ -39,6 +40,15 @@ unsafe fn direct<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv
     }
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let image = unsafe { Plane::new(input, p) };
+    let value = output_at(image, mask, p, e, y);
+    // SAFETY: `y < height` and `e < width * channels <= pitch`.
+    unsafe { *output.add((y * p.pitch + e) as usize) = value };
+}
+
+/// Output element `e` of row `y` (both inside the image), clamped: every tap read through the
+/// boundary mode.
+#[inline(always)]
+fn output_at<M: Mask>(image: Plane, mask: M, p: &Conv2dParams, e: u64, y: u64) -> f32 {
     let channels = u64::from(p.channels);
     let (x, c) = ((e / channels) as i64, e % channels);
     let first_y = y as i64 - i64::from(p.top);
@@ -51,8 +61,7 @@ unsafe fn direct<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv
             acc = fma(tap, image.in_row(row, first_x + j as i64, c), acc);
         }
     }
-    // SAFETY: `y < height` and `e < width * channels <= pitch`.
-    unsafe { *output.add((y * p.pitch + e) as usize) = clamp(acc, p) };
+    clamp(acc, p)
 }
 
 /// Tiled design with halo cells in shared memory (textbook Fig. 7.19 to 7.21). A block produces
@@ -213,136 +222,156 @@ entry_points!(
 );
 
 /// Register-tiled design, specialised at compile time on the mask size `M x M` and the channel
-/// count `C`. A block of `REGISTER_BLOCK` = 32 x 8 threads produces 32 elements x 64 rows: the
-/// block stages its input region (output tile plus halo) in shared memory, without boundary
-/// checks when the region lies inside the image, then each thread computes `REGISTER_ROWS` = 8
-/// outputs of one column, sliding down the rows: every input value it reads from shared memory
-/// feeds up to 8 accumulators in registers, and every tap is a compile-time constant-memory
-/// operand of a fused multiply-add. Warps read consecutive shared-memory words (no bank
-/// conflicts) and write consecutive output elements.
+/// count `C`; no shared memory and no barrier. Thread `(tx, ty)` of a `REGISTER_BLOCK` = 32 x 8
+/// block owns `REGISTER_ELEMENTS` = 4 consecutive elements of a row and `REGISTER_ROWS` = 16
+/// consecutive rows of outputs, and walks down its `16 + M - 1` input rows: it reads each row's
+/// window (its 4 elements plus the `(M - 1) * C` halo) with 16-byte loads, lets that window feed
+/// every output row it belongs to (up to `M` accumulator rows live in registers at once, each tap
+/// a compile-time constant-memory operand of a fused multiply-add), and stores each output row as
+/// soon as its last input row has been applied. Warps read and write 512 consecutive bytes per
+/// row; the horizontal halo comes from L1, the vertical one from the thread's own registers.
+///
+/// So that the windows start on 16-byte boundaries whatever `left`, thread `g` (counting along
+/// the row) owns elements `4g - s ..= 4g - s + 3`, `s = register_output_shift(left, C)`: the window
+/// then starts at `4g - s - left * C`, a multiple of 4. Rows outside the image come from the
+/// boundary mode (one check per row, the same in the whole warp). The few threads whose window
+/// crosses a row's end skip the walk; after it, their warp computes their outputs one by one
+/// through the mode, spread over its 32 threads so that border warps take about as long as
+/// the others.
 ///
 /// # Safety
 /// As [`direct`]; `p.mask_h = p.mask_w = M`, `p.channels = C`, the mask in `MASK`, a
-/// `REGISTER_BLOCK` launch with `(64 + M - 1) * (32 + (M - 1) * C) * 4` bytes of shared memory.
+/// `REGISTER_BLOCK` launch whose grid covers `ceil((width * C + s) / 128)` blocks along the row;
+/// `p.pitch` a multiple of 4 and both buffers 16-byte aligned.
 #[inline(always)]
 unsafe fn register_tiled<const M: usize, const C: usize>(
     input: *const f32,
     output: *mut f32,
     p: &Conv2dParams,
 ) {
-    use crate::abi::{REGISTER_BLOCK, REGISTER_ROWS};
-    const THREADS_X: usize = REGISTER_BLOCK.0 as usize;
-    const THREADS: usize = (REGISTER_BLOCK.0 * REGISTER_BLOCK.1) as usize;
+    use crate::abi::{REGISTER_BLOCK, REGISTER_ELEMENTS, REGISTER_ROWS, register_output_shift};
+    const E: usize = REGISTER_ELEMENTS as usize;
     const R: usize = REGISTER_ROWS as usize;
-    let cols = THREADS_X + (M - 1) * C;
-    let rows = REGISTER_BLOCK.1 as usize * R + M - 1;
-    let (tx, ty) = (thread_idx_x() as usize, thread_idx_y() as usize);
-    let e0 = block_idx_x() as usize * THREADS_X;
-    let y0 = (p.block_offset_y as usize + block_idx_y() as usize) * REGISTER_BLOCK.1 as usize * R;
-    let first_e = e0 as i64 - (p.left as usize * C) as i64;
-    let first_y = y0 as i64 - i64::from(p.top);
-    let elements = p.width as usize * C;
-    let height = p.height as usize;
-    let interior = first_e >= 0
-        && first_y >= 0
-        && first_e as usize + cols <= elements
-        && first_y as usize + rows <= height;
+    const { assert!(M <= 9 && C <= 4 && E == 4) };
+    let window_len = E + (M - 1) * C;
+    let elements = row_elements(p) as i64;
+    let shift = register_output_shift(u64::from(p.left), C as u64) as i64;
+    let group = (block_idx_x() * u64::from(REGISTER_BLOCK.0) + thread_idx_x()) as i64;
+    let first_out = E as i64 * group - shift;
+    let first_in = first_out - i64::from(p.left) * C as i64;
+    let block_rows = u64::from(REGISTER_BLOCK.1) * R as u64;
+    let out_row =
+        (u64::from(p.block_offset_y) + block_idx_y()) * block_rows + thread_idx_y() * R as u64;
+    let height = u64::from(p.height);
+    let active = first_out < elements && out_row < height;
+    let window_inside = first_in >= 0 && first_in + window_len as i64 <= elements;
+    // Every thread of the warp votes, before any leaves: the threads whose window crosses a
+    // row's end, computed by the whole warp after the walk.
+    let crossing = warp_ballot(active && !window_inside);
+    let in_row = out_row as i64 - i64::from(p.top);
+    let pitch = p.pitch as usize;
+    let outputs_inside = first_out >= 0 && first_out + E as i64 <= elements;
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let image = unsafe { Plane::new(input, p) };
-    let total = rows * cols;
-    if interior {
-        // No boundary checks, and every load of this thread is issued before any store: each
-        // thread keeps up to `MAX_LOADS` requests in flight, which the memory system needs to
-        // reach full bandwidth. Thread (tx, ty) loads columns tx, tx + 32, ... of rows
-        // ty, ty + 8, ...: row-contiguous warps, and addresses that need no division.
-        const MAX_LOADS: usize = 64;
-        let threads_y = REGISTER_BLOCK.1 as usize;
-        let (col_steps, row_steps) = (cols.div_ceil(THREADS_X), rows.div_ceil(threads_y));
-        const { assert!((32 + 30 * 4usize).div_ceil(32) * (64 + 30usize).div_ceil(8) <= MAX_LOADS) };
-        let pitch = p.pitch as usize;
-        // SAFETY: the whole staged region lies inside the image (`interior`), so this pointer
-        // and every offset from it below stay inside `input`.
-        let corner = unsafe { input.add((first_y as usize + ty) * pitch + first_e as usize + tx) };
-        let mut values = [0.0f32; MAX_LOADS];
-        for rs in 0..row_steps {
-            for cs in 0..col_steps {
-                if ty + rs * threads_y < rows && tx + cs * THREADS_X < cols {
-                    // SAFETY: row and column inside the staged region (see `corner`).
-                    values[rs * col_steps + cs] =
-                        unsafe { *corner.add(rs * threads_y * pitch + cs * THREADS_X) };
+    if active && window_inside {
+        walk::<M, C>(
+            |r| {
+                let mut window = [p.cval; WINDOW];
+                // Rows outside the image: the mode's row, or the constant (one check per row,
+                // the same in the whole warp).
+                if let Some(row) = image.row(in_row + r as i64) {
+                    // SAFETY: row `row` of the image, elements `first_in..first_in +
+                    // window_len` inside it; the quads past the window's end stay below the
+                    // row's next multiple of 4 <= pitch. 16-byte aligned: `first_in`, the
+                    // pitch and the buffer are.
+                    let source = unsafe { input.add(row as usize + first_in as usize) };
+                    for q in 0..window_len.div_ceil(4) {
+                        let quad = unsafe { load_global4(source.add(4 * q)) };
+                        window[4 * q..4 * q + 4].copy_from_slice(&quad);
+                    }
                 }
-            }
-        }
-        for rs in 0..row_steps {
-            for cs in 0..col_steps {
-                let (r, c) = (ty + rs * threads_y, tx + cs * THREADS_X);
-                if r < rows && c < cols {
-                    // SAFETY: `r * cols + c < rows * cols`, the reserved count.
-                    unsafe {
-                        SharedTile::store((r * cols + c) as u64, values[rs * col_steps + cs])
-                    };
+                window
+            },
+            |k, sums| {
+                let y = out_row + k as u64;
+                let sums = sums.map(|sum| clamp(sum, p));
+                // A predicated store, no branch: a branch would let LLVM sink the last
+                // multiply-adds of each row into it. SAFETY: the window lies inside the row,
+                // so the 4 outputs do (`left < M`); stored only where row `y < height`,
+                // aligned to the store's size (see `shift`).
+                unsafe {
+                    let at = output.wrapping_add(y as usize * pitch + first_out as usize);
+                    let inside = y < height;
+                    match shift {
+                        0 => store4_if(at, sums, inside),
+                        2 => {
+                            store2_if(at, [sums[0], sums[1]], inside);
+                            store2_if(at.wrapping_add(2), [sums[2], sums[3]], inside);
+                        }
+                        _ => {
+                            for (d, &sum) in sums.iter().enumerate() {
+                                store_if(at.wrapping_add(d), sum, inside);
+                            }
+                        }
+                    }
                 }
+            },
+        );
+    }
+    // The crossing threads' outputs (at most 2 groups per row end), shared out over the warp:
+    // each output on its own through the boundary mode, as the basic kernel computes it.
+    let lane = thread_idx_x() as i64;
+    let mut pending = crossing;
+    while pending != 0 {
+        let owner = i64::from(pending.trailing_zeros());
+        pending &= pending - 1;
+        let owner_first = first_out + E as i64 * (owner - lane);
+        let mut index = lane as usize;
+        while index < E * R {
+            let (y, e) = (
+                out_row + (index / E) as u64,
+                owner_first + (index % E) as i64,
+            );
+            if y < height && e >= 0 && e < elements {
+                let value = output_at(image, ConstantMask, p, e as u64, y);
+                // SAFETY: row `y < height`, element `e < width * channels <= pitch`.
+                unsafe { *output.add(y as usize * pitch + e as usize) = value };
             }
-        }
-    } else {
-        let mut index = ty * THREADS_X + tx;
-        while index < total {
-            let (r, c) = (index / cols, index % cols);
-            let value = image.element_in_row(image.row(first_y + r as i64), first_e + c as i64);
-            // SAFETY: `index < rows * cols`, the reserved count.
-            unsafe { SharedTile::store(index as u64, value) };
-            index += THREADS;
-        }
-    }
-    sync_threads();
-    let mut acc = [0.0f32; R];
-    let base = ty * R * cols + tx;
-    // Up to 9 x 9 the row loop has a compile-time trip count and unrolls fully: every tap is a
-    // constant-memory operand at a fixed offset. Larger masks take the trip count from the
-    // launch (equal, but unknown to the compiler), so the loop stays rolled and the taps are not
-    // all kept live in registers; each row's values still feed all R accumulators.
-    let input_rows = if M <= 9 {
-        R + M - 1
-    } else {
-        R + p.mask_h as usize - 1
-    };
-    for r in 0..input_rows {
-        for j in 0..M {
-            // SAFETY: `ty * R + r < rows` and `tx + j * C < cols`: inside the staged region.
-            let value = unsafe { SharedTile::load((base + r * cols + j * C) as u64) };
-            for (k, sum) in acc.iter_mut().enumerate() {
-                if r >= k && r - k < M {
-                    *sum = fma(ConstantMask.tap(((r - k) * M + j) as u64), value, *sum);
-                }
-            }
-        }
-    }
-    let e = e0 + tx;
-    if e >= elements {
-        return;
-    }
-    let first_row = y0 + ty * R;
-    // SAFETY: only offset further below for rows inside the image.
-    let column = unsafe { output.add(e) };
-    // Rows past the image only in the last block row. The common case stores all R rows with
-    // no per-row branch: otherwise the compiler sinks each accumulator's chain of multiply-adds
-    // into its own store branch, which serialises the chains instead of interleaving them.
-    if first_row + R <= height {
-        for (k, &sum) in acc.iter().enumerate() {
-            // SAFETY: row `first_row + k < height`, element `e < width * channels <= pitch`.
-            unsafe { *column.add((first_row + k) * p.pitch as usize) = clamp(sum, p) };
-        }
-    } else {
-        for (k, &sum) in acc
-            .iter()
-            .enumerate()
-            .take(height.saturating_sub(first_row))
-        {
-            // SAFETY: as above; `take` keeps `first_row + k < height`.
-            unsafe { *column.add((first_row + k) * p.pitch as usize) = clamp(sum, p) };
+            index += 32;
         }
     }
 }
+
+/// The walk of [`register_tiled`] down one thread's `R + M - 1` input rows: `load(r)` gives
+/// input row `r`'s window, `store(k, sums)` receives output row `k` once complete. Fully
+/// unrolled (compile-time trip counts), so the accumulators stay in registers; input row `r`
+/// feeds output row `r - i` through mask row `i` where `0 <= r - i < R`.
+#[inline(always)]
+fn walk<const M: usize, const C: usize>(
+    load: impl Fn(usize) -> [f32; WINDOW],
+    store: impl Fn(usize, [f32; 4]),
+) {
+    const R: usize = crate::abi::REGISTER_ROWS as usize;
+    let mut acc = [[0.0f32; 4]; R];
+    for r in 0..R + M - 1 {
+        let window = load(r);
+        for i in (r + 1).saturating_sub(R)..M.min(r + 1) {
+            let sums = &mut acc[r - i];
+            for j in 0..M {
+                let tap = ConstantMask.tap((i * M + j) as u64);
+                for (e, sum) in sums.iter_mut().enumerate() {
+                    *sum = fma(tap, window[e + j * C], *sum);
+                }
+            }
+        }
+        if r + 1 >= M {
+            store(r + 1 - M, acc[r + 1 - M]);
+        }
+    }
+}
+
+/// Longest window of [`register_tiled`]: 4 elements and the halo of a 9 x 9 mask over 4 channels.
+const WINDOW: usize = 4 + 8 * 4;
 
 /// Declares the register-tiled entry points, one per (mask size, channels).
 macro_rules! register_entry_points {
@@ -372,10 +401,4 @@ register_entry_points!(
     (conv2d_register_m9_c1, 9, 1),
     (conv2d_register_m9_c3, 9, 3),
     (conv2d_register_m9_c4, 9, 4),
-    (conv2d_register_m15_c1, 15, 1),
-    (conv2d_register_m15_c3, 15, 3),
-    (conv2d_register_m15_c4, 15, 4),
-    (conv2d_register_m31_c1, 31, 1),
-    (conv2d_register_m31_c3, 31, 3),
-    (conv2d_register_m31_c4, 31, 4),
 );

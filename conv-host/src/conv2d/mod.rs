@@ -8,7 +8,8 @@ pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
 
 use crate::abi::{
-    Conv2dParams, MASK_CAPACITY, REGISTER_BLOCK, REGISTER_CHANNELS, REGISTER_MASKS, REGISTER_ROWS,
+    Conv2dParams, MASK_CAPACITY, REGISTER_BLOCK, REGISTER_CHANNELS, REGISTER_ELEMENTS,
+    REGISTER_MASKS, REGISTER_ROWS, register_output_shift,
 };
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
@@ -154,12 +155,11 @@ fn plan(
         }
         _ => {}
     }
-    // Auto, general masks: the register-tiled kernels up to 9 x 9; beyond, the textbook's tiled
-    // kernel was measured faster on an H200 (15 x 15: 9.4 ms against 13.0 ms register-tiled;
-    // 31 x 31: 17.9 ms against 61 ms, and 101 ms for the constant-mask kernel).
+    // Auto, general masks: the register-tiled kernels (up to 9 x 9); beyond, the textbook's
+    // tiled kernel was measured fastest on an H200 (31 x 31: 17.9 ms, against 101 ms for the
+    // constant-mask kernel).
     let register_applies = register_entry_point((rows, cols), channels).is_some();
-    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register_applies && rows <= 9)
-    {
+    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register_applies) {
         return plan_register_tiled(device, (rows, cols), channels, tile);
     }
     let large = rows.saturating_mul(cols) > 9 * 9;
@@ -447,7 +447,12 @@ impl Engine {
         let session = self.session()?;
         let device = session.device();
         let elements = (shape.width * shape.channels) as u64;
-        let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
+        // The register-tiled kernel's output groups start `shift` elements left of the row.
+        let shift = match plan.kernel {
+            Kernel::RegisterTiled => register_output_shift(mask.left as u64, shape.channels as u64),
+            _ => 0,
+        };
+        let blocks_x = (elements + shift).div_ceil(u64::from(plan.output_tile.0));
         let tile_h = match plan.kernel {
             Kernel::Separable => {
                 separable::rows_per_block(height, blocks_x, device.multiprocessor_count)
@@ -512,7 +517,7 @@ struct ImageShape {
 
 /// The register-tiled entry points: `(mask size, channels, name)`, as `conv-kernels` declares
 /// them for `REGISTER_MASKS x REGISTER_CHANNELS`.
-pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 18] = [
+pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 12] = [
     (3, 1, "conv2d_register_m3_c1"),
     (3, 3, "conv2d_register_m3_c3"),
     (3, 4, "conv2d_register_m3_c4"),
@@ -525,12 +530,6 @@ pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 18] = [
     (9, 1, "conv2d_register_m9_c1"),
     (9, 3, "conv2d_register_m9_c3"),
     (9, 4, "conv2d_register_m9_c4"),
-    (15, 1, "conv2d_register_m15_c1"),
-    (15, 3, "conv2d_register_m15_c3"),
-    (15, 4, "conv2d_register_m15_c4"),
-    (31, 1, "conv2d_register_m31_c1"),
-    (31, 3, "conv2d_register_m31_c3"),
-    (31, 4, "conv2d_register_m31_c4"),
 ];
 
 /// The register-tiled entry point for this mask and channel count, if one was compiled.
@@ -573,16 +572,17 @@ fn plan_register_tiled(
             "the register-tiled kernels use a fixed {REGISTER_BLOCK:?} block"
         )));
     }
-    let output_tile = (REGISTER_BLOCK.0, REGISTER_BLOCK.1 * REGISTER_ROWS);
-    let region = (u64::from(output_tile.0) + (cols as u64 - 1) * channels as u64)
-        * (u64::from(output_tile.1) + rows as u64 - 1);
-    check_block(device, entry_point, REGISTER_BLOCK, region * 4)?;
+    let output_tile = (
+        REGISTER_BLOCK.0 * REGISTER_ELEMENTS,
+        REGISTER_BLOCK.1 * REGISTER_ROWS,
+    );
+    check_block(device, entry_point, REGISTER_BLOCK, 0)?;
     Ok(LaunchPlan {
         kernel: Kernel::RegisterTiled,
         entry_point,
         block: REGISTER_BLOCK,
         output_tile,
-        shared_memory_bytes: (region * 4) as u32,
+        shared_memory_bytes: 0,
         mask_in_constant_memory: true,
     })
 }
