@@ -131,20 +131,20 @@ fn bound_block_size(ptx: &str) -> String {
 }
 
 /// Blocks per SM for a register-tiled 2D kernel (`...conv2d_register_m{M}_c{C}(`): the most
-/// for which ptxas (sm_90) fits the kernel's walk (4 M accumulators, the window of
+/// for which ptxas (sm_90) fits the kernel's walk (4 M accumulators, one or two windows of
 /// `4 + (M - 1) C` values, addresses) without spilling. Left to itself, ptxas hoists the loads
 /// of many rows and takes up to 255 registers, which leaves one block per SM.
 fn register_blocks_per_sm(entry: &str) -> u32 {
     const BUDGETS: [(&str, u32); 12] = [
         ("m3_c1", 4),
-        ("m3_c3", 4),
-        ("m3_c4", 4),
+        ("m3_c3", 3),
+        ("m3_c4", 3),
         ("m5_c1", 3),
-        ("m5_c3", 3),
-        ("m5_c4", 4),
-        ("m7_c1", 3),
-        ("m7_c3", 3),
-        ("m7_c4", 3),
+        ("m5_c3", 2),
+        ("m5_c4", 2),
+        ("m7_c1", 2),
+        ("m7_c3", 2),
+        ("m7_c4", 2),
         ("m9_c1", 3),
         ("m9_c3", 2),
         ("m9_c4", 2),

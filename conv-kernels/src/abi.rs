@@ -65,6 +65,9 @@ pub const REGISTER_ELEMENTS: u32 = 4;
 pub const REGISTER_MASKS: [u32; 4] = [3, 5, 7, 9];
 /// See [`REGISTER_MASKS`].
 pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];
+/// Square mask sizes with a specialised separable 2D kernel, for each of `REGISTER_CHANNELS`
+/// (`conv2d_separable_m{size}_c{channels}`).
+pub const SEPARABLE_MASKS: [u32; 6] = [3, 5, 7, 9, 15, 31];
 
 /// How many elements the register-tiled 2D kernel's output groups sit left of a multiple of 4,
 /// so that each group's input window (`left * channels` elements further left) starts on a

@@ -94,7 +94,7 @@ pub(crate) fn plan(
 }
 
 /// The specialised separable entry points: `(mask size, channels, name)`, as `conv-kernels`
-/// declares them for `REGISTER_MASKS x REGISTER_CHANNELS`.
+/// declares them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.
 pub(crate) const SEPARABLE_ENTRY_POINTS: [(u32, u32, &str); 18] = [
     (3, 1, "conv2d_separable_m3_c1"),
     (3, 3, "conv2d_separable_m3_c3"),
@@ -119,7 +119,7 @@ pub(crate) const SEPARABLE_ENTRY_POINTS: [(u32, u32, &str); 18] = [
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::{REGISTER_CHANNELS, REGISTER_MASKS};
+    use crate::abi::{REGISTER_CHANNELS, SEPARABLE_MASKS};
 
     fn mask(rows: usize, cols: usize, values: Vec<f32>) -> Mask2d {
         Mask2d {
@@ -176,7 +176,7 @@ mod tests {
         assert_eq!(entry_point((5, 5), 2), "conv2d_separable");
         assert_eq!(
             SEPARABLE_ENTRY_POINTS.len(),
-            REGISTER_MASKS.len() * REGISTER_CHANNELS.len()
+            SEPARABLE_MASKS.len() * REGISTER_CHANNELS.len()
         );
     }
 }
