@@ -395,6 +395,22 @@ fn register_tiled_kernels_match_the_reference() {
             }
         }
     }
+    // An image large enough for full 32 x 8 blocks (small ones get fewer rows of threads).
+    for mode in [BoundaryMode::Constant(0.5), BoundaryMode::Reflect] {
+        let options = Conv2dOptions {
+            mode,
+            kernel: Kernel::RegisterTiled,
+            ..Default::default()
+        };
+        let (mask, image) = (
+            random_mask(&mut rng, (5, 5)),
+            random_array3(&mut rng, (2050, 4100, 1)),
+        );
+        let got = gpu2d(image.view(), mask.view(), &options, false).unwrap();
+        expected2d(image.view(), mask.view(), &options, false)
+            .check(got.view(), "register 2050x4100");
+        runs += 1;
+    }
     // Where no register-tiled kernel was compiled: a typed error, and Auto picks another design.
     let odd = Conv2dOptions {
         kernel: Kernel::RegisterTiled,

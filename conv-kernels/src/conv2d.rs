@@ -222,12 +222,13 @@ entry_points!(
 );
 
 /// Register-tiled design, specialised at compile time on the mask size `M x M` and the channel
-/// count `C`; no shared memory and no barrier. Thread `(tx, ty)` of a `REGISTER_BLOCK` = 32 x 8
-/// block owns `REGISTER_ELEMENTS` = 4 consecutive elements of a row and `REGISTER_ROWS` = 16
-/// consecutive rows of outputs, and walks down its `16 + M - 1` input rows: it reads each row's
-/// window (its 4 elements plus the `(M - 1) * C` halo) with 16-byte loads, lets that window feed
-/// every output row it belongs to (up to `M` accumulator rows live in registers at once, each tap
-/// a compile-time constant-memory operand of a fused multiply-add), and stores each output row as
+/// count `C`; no shared memory and no barrier. Thread `(tx, ty)` of a block of 32 x `threads_y`
+/// threads (`REGISTER_BLOCK` = 32 x 8, fewer rows of threads for small images) owns
+/// `REGISTER_ELEMENTS` = 4 consecutive elements of a row and `REGISTER_ROWS` = 16 consecutive
+/// rows of outputs, and walks down its `16 + M - 1` input rows: it reads each row's window (its
+/// 4 elements plus the `(M - 1) * C` halo) with 16-byte loads, lets that window feed every
+/// output row it belongs to (up to `M` accumulator rows live in registers at once, each tap a
+/// compile-time constant-memory operand of a fused multiply-add), and stores each output row as
 /// soon as its last input row has been applied. Warps read and write 512 consecutive bytes per
 /// row; the horizontal halo comes from L1, the vertical one from the thread's own registers.
 ///
@@ -240,8 +241,8 @@ entry_points!(
 /// the others.
 ///
 /// # Safety
-/// As [`direct`]; `p.mask_h = p.mask_w = M`, `p.channels = C`, the mask in `MASK`, a
-/// `REGISTER_BLOCK` launch whose grid covers `ceil((width * C + s) / 128)` blocks along the row;
+/// As [`direct`]; `p.mask_h = p.mask_w = M`, `p.channels = C`, the mask in `MASK`, blocks of
+/// 32 x (1 to 8) threads in a grid that covers `ceil((width * C + s) / 128)` blocks along the row;
 /// `p.pitch` a multiple of 4 and both buffers 16-byte aligned.
 #[inline(always)]
 unsafe fn register_tiled<const M: usize, const C: usize>(
@@ -259,7 +260,7 @@ unsafe fn register_tiled<const M: usize, const C: usize>(
     let group = (block_idx_x() * u64::from(REGISTER_BLOCK.0) + thread_idx_x()) as i64;
     let first_out = E as i64 * group - shift;
     let first_in = first_out - i64::from(p.left) * C as i64;
-    let block_rows = u64::from(REGISTER_BLOCK.1) * R as u64;
+    let block_rows = block_dim_y() * R as u64;
     let out_row =
         (u64::from(p.block_offset_y) + block_idx_y()) * block_rows + thread_idx_y() * R as u64;
     let height = u64::from(p.height);

@@ -453,11 +453,16 @@ impl Engine {
             _ => 0,
         };
         let blocks_x = (elements + shift).div_ceil(u64::from(plan.output_tile.0));
-        let tile_h = match plan.kernel {
-            Kernel::Separable => {
-                separable::rows_per_block(height, blocks_x, device.multiprocessor_count)
+        let (tile_h, block) = match plan.kernel {
+            Kernel::Separable => (
+                separable::rows_per_block(height, blocks_x, device.multiprocessor_count),
+                plan.block,
+            ),
+            Kernel::RegisterTiled => {
+                let threads_y = register_threads_y(height, blocks_x, device.multiprocessor_count);
+                (threads_y * REGISTER_ROWS, (plan.block.0, threads_y))
             }
-            _ => plan.output_tile.1,
+            _ => (plan.output_tile.1, plan.block),
         };
         let blocks_y = u64::from(height).div_ceil(u64::from(tile_h));
         if blocks_x > u64::from(device.max_grid_dim.0) {
@@ -497,7 +502,7 @@ impl Engine {
                 };
                 let config = LaunchConfig {
                     grid_dim: (blocks_x as u32, count as u32, 1),
-                    block_dim: (plan.block.0, plan.block.1, 1),
+                    block_dim: (block.0, block.1, 1),
                     shared_mem_bytes: plan.shared_memory_bytes,
                 };
                 (config, params)
@@ -550,6 +555,21 @@ pub(crate) fn square_entry_point(
         .map(|&(_, _, name)| name)
 }
 
+/// Thread rows of a register-tiled block for an image of `height` rows and `blocks_x` blocks
+/// along a row: `REGISTER_BLOCK.1`, or fewer (down to one warp per block) where that would
+/// leave fewer than four blocks per SM, so small images still fill the GPU (a 1024^2 image
+/// has 8 x 8 blocks of 32 x 8 threads).
+fn register_threads_y(height: u32, blocks_x: u64, multiprocessors: u32) -> u32 {
+    let mut threads_y = REGISTER_BLOCK.1;
+    let blocks = |threads_y: u32| {
+        blocks_x * u64::from(height).div_ceil(u64::from(threads_y * REGISTER_ROWS))
+    };
+    while threads_y > 1 && blocks(threads_y) < 4 * u64::from(multiprocessors) {
+        threads_y /= 2;
+    }
+    threads_y
+}
+
 /// Plans the register-tiled design, or explains why it does not apply.
 fn plan_register_tiled(
     device: &DeviceInfo,
@@ -585,4 +605,19 @@ fn plan_register_tiled(
         shared_memory_bytes: 0,
         mask_in_constant_memory: true,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_images_get_register_blocks_with_fewer_rows() {
+        // 8192^2, one channel: 65 blocks along a row, 64 block rows of 32 x 8 threads.
+        assert_eq!(register_threads_y(8192, 65, 132), REGISTER_BLOCK.1);
+        // 1024^2: 8 x 8 blocks of 32 x 8 would leave most SMs idle; one warp per block.
+        assert_eq!(register_threads_y(1024, 8, 132), 1);
+        assert_eq!(register_threads_y(4096, 32, 132), REGISTER_BLOCK.1);
+        assert_eq!(register_threads_y(1, 1, 132), 1);
+    }
 }
