@@ -83,10 +83,10 @@ pub enum Kernel {
     Tiled,
     /// Only the tile's own elements in shared memory; halo cells read through the L2 cache.
     TiledL2,
-    /// Compiled for 1D masks of 3, 5, 7, 9, 15 or 31 taps, and for square 2D masks of those
-    /// sizes with 1, 3 or 4 channels: each thread keeps several outputs in registers (4 in 1D,
-    /// 8 rows in 2D) and reuses every value it reads from shared memory for all of them.
-    /// `Auto` picks it where it applies.
+    /// Compiled for 1D masks of 3, 5, 7, 9, 15 or 31 taps, and for square 2D masks of 3, 5, 7
+    /// or 9 taps with 1, 3 or 4 channels: each thread keeps several outputs in registers (4 or
+    /// 8 consecutive ones in 1D; 4 elements x 16 rows in 2D) and reuses every input value it
+    /// reads for all of them. `Auto` picks it where it applies.
     RegisterTiled,
     /// 2D masks of rank 1 (`mask[i][j] = column[i] * row[j]`, such as Gaussian and box masks):
     /// one fused kernel filters along the rows into shared memory, then down the columns, so an

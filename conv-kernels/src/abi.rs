@@ -53,7 +53,9 @@ pub const fn register_outputs_1d(mask_len: u64) -> u64 {
     if mask_len >= 15 { 8 } else { 4 }
 }
 
-/// Block of the register-tiled 2D kernels: threads along a row (elements) and down the rows.
+/// Block of the register-tiled 2D kernels: threads along a row (groups of `REGISTER_ELEMENTS`
+/// elements) and down the rows (groups of `REGISTER_ROWS` rows); small images get fewer rows
+/// of threads.
 pub const REGISTER_BLOCK: (u32, u32) = (32, 8);
 /// Output rows each thread of a register-tiled 2D kernel computes.
 pub const REGISTER_ROWS: u32 = 16;
