@@ -9,9 +9,9 @@
 use crate::abi::Conv2dParams;
 use crate::boundary::Plane;
 use crate::gpu::{
-    ConstantMask, GlobalMask, Mask, Pair, Quad, SharedTile, block_dim_x, block_dim_y, block_idx_x,
-    block_idx_y, clamp_keeping_nan, fma, load_global4, store_if, store2_if, store4_if,
-    sync_threads, thread_idx_x, thread_idx_y, warp_ballot,
+    ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, block_dim_y, block_idx_x, block_idx_y,
+    clamp_keeping_nan, fma, load_global4, store_if, store2_if, store4_if, sync_threads,
+    thread_idx_x, thread_idx_y, warp_ballot,
 };
 
 /// The output clamp of these parameters.

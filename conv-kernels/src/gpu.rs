@@ -104,11 +104,6 @@ pub fn clamp_keeping_nan(value: f32, lo: f32, hi: f32) -> f32 {
 #[derive(Clone, Copy)]
 pub struct Quad(pub [f32; 4]);
 
-/// Two `f32`, so that one aligned 8-byte store writes them.
-#[repr(C, align(8))]
-#[derive(Clone, Copy)]
-pub struct Pair(pub [f32; 2]);
-
 /// Reads `source[0..4]` from global memory with one 16-byte load through the read-only
 /// (non-coherent) data cache.
 ///
