@@ -99,6 +99,24 @@ pub fn clamp_keeping_nan(value: f32, lo: f32, hi: f32) -> f32 {
     }
 }
 
+/// One 16-byte load of 4 `f32` by the PTX `$template` (operands `addr`, `a` to `d`) from the
+/// 64-bit address `$address`, as an array. Expands to inline assembly: use it in `unsafe`.
+macro_rules! vector_load {
+    ($template:literal, $address:expr) => {{
+        let (a, b, c, d): (f32, f32, f32, f32);
+        asm!(
+            $template,
+            addr = in(reg64) $address,
+            a = out(reg32) a,
+            b = out(reg32) b,
+            c = out(reg32) c,
+            d = out(reg32) d,
+            options(pure, readonly, nostack),
+        );
+        [a, b, c, d]
+    }};
+}
+
 /// Four `f32`, so that one aligned 16-byte store writes them.
 #[repr(C, align(16))]
 #[derive(Clone, Copy)]
@@ -112,21 +130,14 @@ pub struct Quad(pub [f32; 4]);
 /// them while the kernel runs (the input buffer never aliases the output).
 #[inline(always)]
 pub unsafe fn load_global4(source: *const f32) -> [f32; 4] {
-    let (a, b, c, d): (f32, f32, f32, f32);
     // SAFETY: by the contract; `cvta.to.global` turns the generic pointer into the global
     // address `ld.global` expects.
     unsafe {
-        asm!(
+        vector_load!(
             "{{ .reg .u64 g; cvta.to.global.u64 g, {addr}; ld.global.nc.v4.f32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
-            addr = in(reg64) source,
-            a = out(reg32) a,
-            b = out(reg32) b,
-            c = out(reg32) c,
-            d = out(reg32) d,
-            options(pure, readonly, nostack),
-        );
+            source
+        )
     }
-    [a, b, c, d]
 }
 
 /// Declares a predicated global store of `$n` floats: one instruction, no branch, so LLVM
@@ -251,20 +262,13 @@ impl SharedTile {
     /// were stored before the last `sync_threads`.
     #[inline(always)]
     pub unsafe fn load4(index: u64) -> [f32; 4] {
-        let (a, b, c, d): (f32, f32, f32, f32);
         // SAFETY: in bounds and 16-byte aligned (the symbol is `.align 16`) by the contract.
         unsafe {
-            asm!(
+            vector_load!(
                 "ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{addr}];",
-                addr = in(reg64) Self::address(index),
-                a = out(reg32) a,
-                b = out(reg32) b,
-                c = out(reg32) c,
-                d = out(reg32) d,
-                options(pure, readonly, nostack),
-            );
+                Self::address(index)
+            )
         }
-        [a, b, c, d]
     }
 
     /// Reads element `index`.
