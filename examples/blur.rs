@@ -17,10 +17,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
+#[path = "common/cli.rs"]
+mod cli;
+
 const USAGE: &str = "\
 usage: blur [--input PATH] [--output PATH] [--sigma S] [--truncate T | --radius R]
             [--mode constant|nearest|reflect|mirror|wrap] [--cval V]
-            [--kernel auto|basic|constant|tiled|tiled-l2] [--tile XxY] [--cpu] [--require-gpu]
+            [--kernel auto|basic|constant|tiled|tiled-l2|register|separable] [--tile XxY]
+            [--cpu] [--require-gpu]
 
   --input PATH     PNG or JPEG, 8-bit grey, grey+alpha, RGB or RGBA (default: a built-in image)
   --output PATH    where to write the result, .png or .jpg (default: blur-output.png)
@@ -257,21 +261,5 @@ fn run(args: &Args) -> Result<(), String> {
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            if !message.is_empty() {
-                eprintln!("error: {message}");
-            }
-            eprintln!("{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::main(USAGE, parse_args, run)
 }

@@ -16,6 +16,9 @@ use ndarray::{ArrayD, Ix1, Ix2, Ix3};
 use ndarray_npy::{read_npy, write_npy};
 use std::process::ExitCode;
 
+#[path = "common/cli.rs"]
+mod cli;
+
 const USAGE: &str = "usage: convolve --input X.npy --mask M.npy --output Y.npy \
 [--mode constant|nearest|reflect|mirror|wrap] [--cval V] [--origin K] [--correlate] [--cpu]";
 
@@ -45,6 +48,7 @@ fn parse_args() -> Result<Args, String> {
             "--origin" => origin = value()?.parse().map_err(|e| format!("--origin: {e}"))?,
             "--correlate" => correlate = true,
             "--cpu" => cpu = true,
+            "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
@@ -158,18 +162,5 @@ fn filter2d<D: conv_host::ImageDim>(
 }
 
 fn main() -> ExitCode {
-    let args = match parse_args() {
-        Ok(args) => args,
-        Err(message) => {
-            eprintln!("error: {message}\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
-            eprintln!("error: {message}");
-            ExitCode::FAILURE
-        }
-    }
+    cli::main(USAGE, parse_args, run)
 }

@@ -33,33 +33,20 @@ struct Case1d {
     convolve: bool,
 }
 
-fn case1d() -> impl Strategy<Value = Case1d> {
-    (1usize..4, 1usize..3000).prop_flat_map(|(step, len)| {
-        (
-            proptest::collection::vec(-1.0f32..1.0, len * step),
-            Just(step),
-            any::<bool>(),
-            proptest::collection::vec(-1.0f32..1.0, 1..80),
-            any_mode(1.0),
-            0.0f64..1.0,
-            kernel(),
-            prop::sample::select(vec![1u32, 7, 32, 33, 128, 256, 1024]),
-            any::<bool>(),
-        )
-            .prop_map(
-                |(data, step, reversed, mask, mode, origin_pick, kernel, tile, convolve)| Case1d {
-                    data,
-                    step,
-                    reversed,
-                    mask,
-                    mode,
-                    origin_pick,
-                    kernel,
-                    tile,
-                    convolve,
-                },
-            )
-    })
+prop_compose! {
+    fn case1d()(step in 1usize..4, len in 1usize..3000)(
+        data in proptest::collection::vec(-1.0f32..1.0, len * step),
+        step in Just(step),
+        reversed in any::<bool>(),
+        mask in proptest::collection::vec(-1.0f32..1.0, 1..80),
+        mode in any_mode(1.0),
+        origin_pick in 0.0f64..1.0,
+        kernel in kernel(),
+        tile in prop::sample::select(vec![1u32, 7, 32, 33, 128, 256, 1024]),
+        convolve in any::<bool>(),
+    ) -> Case1d {
+        Case1d { data, step, reversed, mask, mode, origin_pick, kernel, tile, convolve }
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -76,58 +63,28 @@ struct Case2d {
     convolve: bool,
 }
 
-fn case2d() -> impl Strategy<Value = Case2d> {
-    (
-        (1usize..70, 1usize..70, 1usize..6),
-        (1usize..14, 1usize..14),
-    )
-        .prop_flat_map(|(shape, mask_shape)| {
-            (
-                Just(shape),
-                proptest::collection::vec(-1.0f32..1.0, backing_len(shape)),
-                0u8..4,
-                Just(mask_shape),
-                proptest::collection::vec(-1.0f32..1.0, mask_shape.0 * mask_shape.1),
-                any_mode(1.0),
-                (0.0f64..1.0, 0.0f64..1.0),
-                kernel(),
-                prop::sample::select(vec![
-                    (8u32, 8u32),
-                    (16, 16),
-                    (32, 8),
-                    (32, 32),
-                    (7, 5),
-                    (1, 1),
-                    (64, 4),
-                ]),
-                any::<bool>(),
-            )
-                .prop_map(
-                    |(
-                        shape,
-                        data,
-                        layout,
-                        mask_shape,
-                        mask,
-                        mode,
-                        origin_pick,
-                        kernel,
-                        tile,
-                        convolve,
-                    )| Case2d {
-                        shape,
-                        data,
-                        layout,
-                        mask_shape,
-                        mask,
-                        mode,
-                        origin_pick,
-                        kernel,
-                        tile,
-                        convolve,
-                    },
-                )
-        })
+prop_compose! {
+    fn case2d()(
+        shape in (1usize..70, 1usize..70, 1usize..6),
+        mask_shape in (1usize..14, 1usize..14),
+    )(
+        shape in Just(shape),
+        data in proptest::collection::vec(-1.0f32..1.0, backing_len(shape)),
+        layout in 0u8..4,
+        mask_shape in Just(mask_shape),
+        mask in proptest::collection::vec(-1.0f32..1.0, mask_shape.0 * mask_shape.1),
+        mode in any_mode(1.0),
+        origin_pick in (0.0f64..1.0, 0.0f64..1.0),
+        kernel in kernel(),
+        tile in prop::sample::select(vec![
+            (8u32, 8u32), (16, 16), (32, 8), (32, 32), (7, 5), (1, 1), (64, 4),
+        ]),
+        convolve in any::<bool>(),
+    ) -> Case2d {
+        Case2d {
+            shape, data, layout, mask_shape, mask, mode, origin_pick, kernel, tile, convolve,
+        }
+    }
 }
 
 fn check1d(case: &Case1d) -> Result<(), TestCaseError> {

@@ -2,7 +2,7 @@
 
 use crate::engine::DeviceInfo;
 use crate::error::{ConvError, Result};
-use crate::options::Kernel;
+use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
 
 /// What a call will launch on this device.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -22,6 +22,36 @@ pub struct LaunchPlan {
     pub shared_memory_bytes: u32,
     /// Whether the mask is read from constant memory (else from global memory).
     pub mask_in_constant_memory: bool,
+}
+
+/// What a launch of a planned operation takes besides its data: the plan, the boundary mode,
+/// the output clamp bounds and how many timed runs.
+#[derive(Clone, Copy)]
+pub(crate) struct Launch<'a> {
+    pub(crate) plan: &'a LaunchPlan,
+    pub(crate) mode: BoundaryMode,
+    pub(crate) clamp: (f32, f32),
+    pub(crate) runs: usize,
+}
+
+impl<'a> Launch<'a> {
+    /// The launch of `plan` with these options, `runs` times.
+    ///
+    /// # Errors
+    /// [`ConvError::InvalidClamp`] for a clamp whose bounds are reversed or NaN.
+    pub(crate) fn new(
+        plan: &'a LaunchPlan,
+        mode: BoundaryMode,
+        clamp: Option<Clamp>,
+        runs: usize,
+    ) -> Result<Self> {
+        Ok(Self {
+            plan,
+            mode,
+            clamp: clamp_bounds(clamp)?,
+            runs,
+        })
+    }
 }
 
 /// The entry points of one kernel family (1D or 2D).

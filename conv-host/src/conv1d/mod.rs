@@ -7,8 +7,8 @@ use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major};
 use crate::mask::anchor;
-use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
-use crate::plan::{EntryPoints, LaunchPlan, check_block};
+use crate::options::{BoundaryMode, Clamp, Kernel};
+use crate::plan::{EntryPoints, Launch, LaunchPlan, check_block};
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
 
@@ -267,7 +267,7 @@ impl Engine {
         check_output(input, &output)?;
         let taps = orient(&row_major(mask), options.origin, flip)?;
         let plan = self.plan1d(taps.values.len(), options)?;
-        let clamp = clamp_bounds(options.clamp)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, runs)?;
         if input.is_empty() {
             return Ok(Vec::new());
         }
@@ -280,32 +280,29 @@ impl Engine {
         let data = row_major(input);
         let mut times = Vec::new();
         fill_output(output, |out| {
-            times = self.launch1d(&data, &taps, options.mode, clamp, &plan, out, runs)?;
+            times = self.launch1d(&data, &taps, launch, out)?;
             Ok(())
         })?;
         Ok(times)
     }
 
-    /// Uploads, launches `plan` `runs` times over as many grids as the length needs, downloads
+    /// Uploads, launches the plan `runs` times over as many grids as the length needs, downloads
     /// into `out`; returns each run's kernel time in milliseconds.
-    #[allow(clippy::too_many_arguments)]
     fn launch1d(
         &self,
         input: &[f32],
         taps: &Taps,
-        mode: BoundaryMode,
-        (clamp_lo, clamp_hi): (f32, f32),
-        plan: &LaunchPlan,
+        launch: Launch<'_>,
         out: &mut [f32],
-        runs: usize,
     ) -> Result<Vec<f32>> {
+        let (plan, (clamp_lo, clamp_hi)) = (launch.plan, launch.clamp);
         let len = input.len();
         if len > i64::MAX as usize / 2 {
             return Err(ConvError::TooLarge { len });
         }
         let session = self.session()?;
         let mut buffers = session.stage(input, &taps.values, plan.mask_in_constant_memory)?;
-        let (mode, cval) = mode.code_and_cval();
+        let (mode, cval) = launch.mode.code_and_cval();
         let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
         let max_grid = u64::from(session.device().max_grid_dim.0);
         session.run_conv(
@@ -313,7 +310,7 @@ impl Engine {
             &mut buffers,
             blocks,
             max_grid,
-            runs,
+            launch.runs,
             out,
             |block_offset, count| {
                 // Contract of every conv1d kernel: input and output hold `len` elements (staged

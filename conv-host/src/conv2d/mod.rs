@@ -15,8 +15,8 @@ use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, pack_pitched, unpack_pitched};
 use crate::mask::anchor;
-use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
-use crate::plan::{EntryPoints, LaunchPlan, check_block};
+use crate::options::{BoundaryMode, Clamp, Kernel};
+use crate::plan::{EntryPoints, Launch, LaunchPlan, check_block};
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix2, Ix3, RemoveAxis, s};
 
@@ -384,7 +384,7 @@ impl Engine {
                 reason: "the mask is not separable".into(),
             })?;
         }
-        let clamp = clamp_bounds(options.clamp)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, runs)?;
         if image.is_empty() {
             return Ok(Vec::new());
         }
@@ -408,34 +408,22 @@ impl Engine {
             channels,
             pitch,
         };
-        let times = self.launch2d(
-            &packed,
-            shape,
-            &mask,
-            options.mode,
-            clamp,
-            &plan,
-            &mut result,
-            runs,
-        )?;
+        let times = self.launch2d(&packed, shape, &mask, launch, &mut result)?;
         unpack_pitched(&result, pitch, output);
         Ok(times)
     }
 
-    /// Uploads a pitched image, launches `plan` over as many grids as the height needs, and
-    /// downloads the pitched result into `out`.
-    #[allow(clippy::too_many_arguments)]
+    /// Uploads a pitched image, launches the plan `runs` times over as many grids as the height
+    /// needs, and downloads the pitched result into `out`; returns each run's kernel time.
     fn launch2d(
         &self,
         image: &[f32],
         shape: ImageShape,
         mask: &Mask2d,
-        mode: BoundaryMode,
-        (clamp_lo, clamp_hi): (f32, f32),
-        plan: &LaunchPlan,
+        launch: Launch<'_>,
         out: &mut [f32],
-        runs: usize,
     ) -> Result<Vec<f32>> {
+        let (plan, (clamp_lo, clamp_hi)) = (launch.plan, launch.clamp);
         let to_u32 =
             |v: usize| u32::try_from(v).map_err(|_| ConvError::TooLarge { len: image.len() });
         let (height, width, channels) = (
@@ -469,14 +457,14 @@ impl Engine {
             return Err(ConvError::TooLarge { len: image.len() });
         }
         let mut buffers = session.stage(image, &mask.values, plan.mask_in_constant_memory)?;
-        let (mode, cval) = mode.code_and_cval();
+        let (mode, cval) = launch.mode.code_and_cval();
         let max_grid_y = u64::from(device.max_grid_dim.1);
         session.run_conv(
             plan.entry_point,
             &mut buffers,
             blocks_y,
             max_grid_y,
-            runs,
+            launch.runs,
             out,
             |block_offset_y, count| {
                 // Contract of every conv2d kernel: both buffers hold `height` rows of `pitch >=
