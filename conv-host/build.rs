@@ -106,12 +106,17 @@ fn bound_block_size(ptx: &str) -> String {
             // for their accumulators and staged loads.
             let separable = line.contains("conv2d_separable");
             let register = line.contains("conv2d_register_");
-            threads = if register || separable { 256 } else { 1024 };
+            let wide = line.contains("conv2d_wide_");
+            threads = if register || separable || wide {
+                256
+            } else {
+                1024
+            };
             blocks_per_sm = if separable {
                 // Up to 128 registers. Left to itself, ptxas aims at three blocks (80
                 // registers) and spills a few bytes.
                 Some(2)
-            } else if register {
+            } else if register || wide {
                 Some(register_blocks_per_sm(line))
             } else {
                 None
@@ -130,28 +135,35 @@ fn bound_block_size(ptx: &str) -> String {
     out
 }
 
-/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_register_m{M}_c{C}(`): the most
-/// for which ptxas (sm_90) fits the kernel's walk (4 M accumulators, one or two windows of
-/// `4 + (M - 1) C` values, addresses) without spilling. Left to itself, ptxas hoists the loads
-/// of many rows and takes up to 255 registers, which leaves one block per SM.
+/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_register_m{M}_c{C}(` or
+/// `...conv2d_wide_w{W}_c{C}(`): the most for which ptxas (sm_90) fits the kernel without
+/// spilling, and, for the wide kernels, that their shared memory allows. Left to itself,
+/// ptxas hoists the loads of many rows and takes up to 255 registers, which leaves one block
+/// per SM.
 fn register_blocks_per_sm(entry: &str) -> u32 {
-    const BUDGETS: [(&str, u32); 12] = [
-        ("m3_c1", 4),
-        ("m3_c3", 3),
-        ("m3_c4", 3),
-        ("m5_c1", 3),
-        ("m5_c3", 2),
-        ("m5_c4", 2),
-        ("m7_c1", 2),
-        ("m7_c3", 2),
-        ("m7_c4", 2),
-        ("m9_c1", 3),
-        ("m9_c3", 2),
-        ("m9_c4", 2),
+    const BUDGETS: [(&str, u32); 18] = [
+        ("register_m3_c1", 4),
+        ("register_m3_c3", 3),
+        ("register_m3_c4", 3),
+        ("register_m5_c1", 3),
+        ("register_m5_c3", 2),
+        ("register_m5_c4", 2),
+        ("register_m7_c1", 2),
+        ("register_m7_c3", 2),
+        ("register_m7_c4", 2),
+        ("wide_w9_c1", 4),
+        ("wide_w9_c3", 3),
+        ("wide_w9_c4", 3),
+        ("wide_w15_c1", 3),
+        ("wide_w15_c3", 3),
+        ("wide_w15_c4", 3),
+        ("wide_w31_c1", 2),
+        ("wide_w31_c3", 2),
+        ("wide_w31_c4", 2),
     ];
     BUDGETS
         .iter()
-        .find(|(shape, _)| entry.contains(&format!("conv2d_register_{shape}(")))
+        .find(|(shape, _)| entry.contains(&format!("conv2d_{shape}(")))
         .map_or(2, |&(_, blocks)| blocks)
 }
 

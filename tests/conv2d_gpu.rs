@@ -356,11 +356,24 @@ fn gaussian_filter_matches_the_separable_reference() {
 fn register_tiled_kernels_match_the_reference() {
     let (mut rng, seed) = rng("register-tiled");
     let mut runs = 0;
-    for m in [3, 5, 7, 9] {
+    // The walk's square sizes, then the wide design's widths (9 wide but not square, 15, 31) at
+    // heights from one row to more than the width; a 31 x 31 mask is wider than the small images.
+    let masks = [
+        (3, 3),
+        (5, 5),
+        (7, 7),
+        (9, 9),
+        (6, 9),
+        (1, 15),
+        (15, 15),
+        (31, 31),
+        (45, 31),
+    ];
+    for (rows, cols) in masks {
         for channels in [1, 3, 4] {
             let plan = engine()
                 .plan2d(
-                    &random_mask(&mut rng, (m, m)),
+                    &random_mask(&mut rng, (rows, cols)),
                     channels,
                     &Conv2dOptions::default(),
                 )
@@ -368,16 +381,17 @@ fn register_tiled_kernels_match_the_reference() {
             assert_eq!(
                 plan.kernel,
                 Kernel::RegisterTiled,
-                "Auto's design for a general {m}x{m} mask"
+                "Auto's design for a general {rows}x{cols} mask"
             );
             // Tall and wide images give warps that walk without checks next to warps at the
-            // borders; widths around multiples of 128 elements move the border across warps.
+            // borders; widths around multiples of 128 and 256 elements move the border across
+            // warps and blocks.
             for (h, w) in [(1, 1), (67, 1), (37, 53), (130, 70), (300, 257), (290, 515)] {
                 let mode = all_modes()[rng.random_range(0..6)];
                 let convolve = rng.random_bool(0.5);
                 let origin = [
-                    random_origin(&mut rng, m, convolve),
-                    random_origin(&mut rng, m, convolve),
+                    random_origin(&mut rng, rows, convolve),
+                    random_origin(&mut rng, cols, convolve),
                 ];
                 let options = Conv2dOptions {
                     mode,
@@ -385,39 +399,45 @@ fn register_tiled_kernels_match_the_reference() {
                     kernel: Kernel::RegisterTiled,
                     ..Default::default()
                 };
-                let mask = random_mask(&mut rng, (m, m));
+                let mask = random_mask(&mut rng, (rows, cols));
                 let image = random_array3(&mut rng, (h, w, channels));
-                let what =
-                    format!("register {m}x{m} c{channels} {h}x{w} {options:?} convolve {convolve}");
+                let what = format!(
+                    "register {rows}x{cols} c{channels} {h}x{w} {options:?} convolve {convolve}"
+                );
                 let got = gpu2d(image.view(), mask.view(), &options, convolve).unwrap();
                 expected2d(image.view(), mask.view(), &options, convolve).check(got.view(), &what);
                 runs += 1;
             }
         }
     }
-    // An image large enough for full 32 x 8 blocks (small ones get fewer rows of threads).
-    for mode in [BoundaryMode::Constant(0.5), BoundaryMode::Reflect] {
+    // Images large enough for full blocks (small ones get fewer rows of threads).
+    for (mode, mask_shape) in [
+        (BoundaryMode::Constant(0.5), (5, 5)),
+        (BoundaryMode::Reflect, (5, 5)),
+        (BoundaryMode::Wrap, (15, 15)),
+    ] {
         let options = Conv2dOptions {
             mode,
             kernel: Kernel::RegisterTiled,
             ..Default::default()
         };
         let (mask, image) = (
-            random_mask(&mut rng, (5, 5)),
+            random_mask(&mut rng, mask_shape),
             random_array3(&mut rng, (2050, 4100, 1)),
         );
         let got = gpu2d(image.view(), mask.view(), &options, false).unwrap();
         expected2d(image.view(), mask.view(), &options, false)
-            .check(got.view(), "register 2050x4100");
+            .check(got.view(), &format!("register {mask_shape:?} 2050x4100"));
         runs += 1;
     }
-    // Where no register-tiled kernel was compiled: a typed error, and Auto picks another design.
+    // Where no register-tiled kernel was compiled, or the mask outgrows constant memory: a typed
+    // error, and Auto picks another design.
     let odd = Conv2dOptions {
         kernel: Kernel::RegisterTiled,
         ..Default::default()
     };
-    for m in [15, 31] {
-        let mask = random_mask(&mut rng, (m, m));
+    for shape in [(16, 16), (31, 30), (140, 31)] {
+        let mask = random_mask(&mut rng, shape);
         assert!(matches!(
             engine().plan2d(&mask, 1, &odd),
             Err(ConvError::InvalidLaunch { .. })
@@ -426,7 +446,7 @@ fn register_tiled_kernels_match_the_reference() {
         assert_eq!(
             auto.unwrap().kernel,
             Kernel::Tiled,
-            "Auto for a general {m}x{m} mask"
+            "Auto for a general {shape:?} mask"
         );
     }
     let image = random_array3(&mut rng, (20, 20, 2));
@@ -535,8 +555,8 @@ fn separable_kernels_match_the_reference() {
                 .unwrap();
             // Auto factors 2D masks of 9 x 9 and more, and those no register-tiled kernel
             // was compiled for.
-            let register = shape.0 == shape.1
-                && [3, 5, 7, 9, 15, 31].contains(&shape.0)
+            let register = (shape.0 == shape.1 && [3, 5, 7, 9].contains(&shape.0)
+                || [9, 15, 31].contains(&shape.1))
                 && [1, 3, 4].contains(&channels);
             let factored = shape.0 > 1 && shape.1 > 1 && (shape.0 * shape.1 >= 81 || !register);
             assert_eq!(

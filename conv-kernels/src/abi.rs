@@ -64,9 +64,37 @@ pub const REGISTER_ROWS: u32 = 16;
 pub const REGISTER_ELEMENTS: u32 = 4;
 /// Square mask sizes and channel counts with a register-tiled 2D kernel
 /// (`conv2d_register_m{size}_c{channels}`).
-pub const REGISTER_MASKS: [u32; 4] = [3, 5, 7, 9];
+pub const REGISTER_MASKS: [u32; 3] = [3, 5, 7];
 /// See [`REGISTER_MASKS`].
 pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];
+/// Block of the wide register-tiled 2D kernels: threads along a row (each owning
+/// `WIDE_OUTPUTS` consecutive elements) and down the rows (one row each); small images get
+/// fewer rows of threads.
+pub const WIDE_BLOCK: (u32, u32) = (16, 16);
+/// Consecutive elements of a row each thread of a wide register-tiled 2D kernel computes.
+pub const WIDE_OUTPUTS: u32 = 16;
+/// Output rows each thread of a wide register-tiled 2D kernel computes, `threads_y` rows apart
+/// (each mask row's taps, loaded once, serve them all).
+pub const WIDE_ROWS: u32 = 2;
+/// Mask widths with a wide register-tiled 2D kernel, for each of `REGISTER_CHANNELS`
+/// (`conv2d_wide_w{width}_c{channels}`); any mask height.
+pub const WIDE_MASK_WIDTHS: [u32; 3] = [9, 15, 31];
+
+/// Shared-memory word of element `x` of a row staged by a wide register-tiled block: 4 padding
+/// words after every 16 elements, so that the 16-byte reads of 8 threads whose windows start
+/// 16 elements apart fall on 8 different groups of 4 banks.
+pub const fn wide_word(x: u64) -> u64 {
+    x + (x >> 4) * 4
+}
+
+/// Words per staged row of a wide register-tiled block for a mask `mask_w` wide over
+/// `channels` channels: the block's output elements and the halo, rounded up to 16 elements
+/// (the windows' last 16-byte reads stay inside the row).
+pub const fn wide_row_words(mask_w: u64, channels: u64) -> u64 {
+    let elements = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as u64 + (mask_w - 1) * channels;
+    wide_word(elements.next_multiple_of(16))
+}
+
 /// Square mask sizes with a specialised separable 2D kernel, for each of `REGISTER_CHANNELS`
 /// (`conv2d_separable_m{size}_c{channels}`).
 pub const SEPARABLE_MASKS: [u32; 6] = [3, 5, 7, 9, 15, 31];

@@ -253,7 +253,7 @@ unsafe fn register_tiled<const M: usize, const C: usize>(
     use crate::abi::{REGISTER_BLOCK, REGISTER_ELEMENTS, REGISTER_ROWS, register_output_shift};
     const E: usize = REGISTER_ELEMENTS as usize;
     const R: usize = REGISTER_ROWS as usize;
-    const { assert!(M <= 9 && C <= 4 && E == 4) };
+    const { assert!(M <= 7 && C <= 4 && E == 4) };
     let window_len = E + (M - 1) * C;
     let elements = row_elements(p) as i64;
     let shift = register_output_shift(u64::from(p.left), C as u64) as i64;
@@ -353,17 +353,15 @@ fn walk<const M: usize, const C: usize>(
     store: impl Fn(usize, [f32; 4]),
 ) {
     const R: usize = crate::abi::REGISTER_ROWS as usize;
-    // Up to 7 x 7, where memory bandwidth bounds the kernel, the next row's loads are issued
-    // before this row's multiply-adds so that their latency overlaps the arithmetic (measured
-    // on an H200: 5 x 5 0.210 to 0.181 ms). At 9 x 9 the second window's registers cost a block
-    // per SM, which the arithmetic-bound kernel needs more.
-    let prefetch = M <= 7;
+    // Memory bandwidth bounds these mask sizes: the next row's loads are issued before this
+    // row's multiply-adds so that their latency overlaps the arithmetic (measured on an H200:
+    // 5 x 5 0.210 to 0.181 ms).
     let rows = R + M - 1;
     let mut acc = [[0.0f32; 4]; R];
     let mut next = load(0);
     for r in 0..rows {
-        let window = if prefetch { next } else { load(r) };
-        if prefetch && r + 1 < rows {
+        let window = next;
+        if r + 1 < rows {
             next = load(r + 1);
         }
         for i in (r + 1).saturating_sub(R)..M.min(r + 1) {
@@ -381,8 +379,8 @@ fn walk<const M: usize, const C: usize>(
     }
 }
 
-/// Longest window of [`register_tiled`]: 4 elements and the halo of a 9 x 9 mask over 4 channels.
-const WINDOW: usize = 4 + 8 * 4;
+/// Longest window of [`register_tiled`]: 4 elements and the halo of a 7 x 7 mask over 4 channels.
+const WINDOW: usize = 4 + 6 * 4;
 
 /// Declares the register-tiled entry points, one per (mask size, channels).
 macro_rules! register_entry_points {
@@ -409,7 +407,222 @@ register_entry_points!(
     (conv2d_register_m7_c1, 7, 1),
     (conv2d_register_m7_c3, 7, 3),
     (conv2d_register_m7_c4, 7, 4),
-    (conv2d_register_m9_c1, 9, 1),
-    (conv2d_register_m9_c3, 9, 3),
-    (conv2d_register_m9_c4, 9, 4),
+);
+
+/// Wide register-tiled design for wide masks, specialised at compile time on the mask width `W`
+/// and the channel count `C` (any mask height). A block of 16 x `threads_y` threads
+/// (`WIDE_BLOCK`, fewer rows for small images) owns 256 elements x `threads_y` rows of outputs
+/// and stages their input region (plus the halo, ghost cells by the boundary mode) in shared
+/// memory, each staged row padded by [`wide_word`] against bank conflicts; one barrier. Thread
+/// `(tx, ty)` then owns the `WIDE_OUTPUTS` = 16 consecutive elements `16 tx ..` of output row
+/// `ty`: for each mask row it holds the row's `W` taps in registers and streams its window
+/// (16 elements plus the `(W - 1) * C` halo) through 16-byte shared-memory reads, each value
+/// feeding every accumulator it belongs to, so a row costs `16 W` multiply-adds for `W` tap
+/// loads and `(16 + (W - 1) C) / 4` shared reads.
+///
+/// # Safety
+/// As [`direct`]; `p.mask_w = W`, `p.channels = C`, the mask in `MASK`, blocks of 16 x
+/// `threads_y` threads with `p.out_tile_h = threads_y`, and the launch reserves
+/// `(threads_y + mask_h - 1) * wide_row_words(W, C) * 4` bytes of shared memory; `p.pitch` a
+/// multiple of 4 and the output buffer 16-byte aligned.
+///
+/// [`wide_word`]: crate::abi::wide_word
+#[inline(always)]
+unsafe fn register_wide<const W: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    use crate::abi::{WIDE_BLOCK, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words, wide_word};
+    const N: usize = WIDE_OUTPUTS as usize;
+    const R: usize = WIDE_ROWS as usize;
+    const { assert!(N % 16 == 0) };
+    let window = N + (W - 1) * C;
+    let (tx, ty) = (thread_idx_x(), thread_idx_y());
+    let threads = u64::from(WIDE_BLOCK.0) * block_dim_y();
+    let tile_w = u64::from(WIDE_BLOCK.0) * N as u64;
+    let tile_h = block_dim_y() * R as u64;
+    let e0 = block_idx_x() * tile_w;
+    let y0 = (u64::from(p.block_offset_y) + block_idx_y()) * tile_h;
+    let mask_h = u64::from(p.mask_h);
+    let region_w = tile_w + (W as u64 - 1) * C as u64;
+    let region_h = tile_h + mask_h - 1;
+    let row_words = wide_row_words(W as u64, C as u64);
+    let first_e = e0 as i64 - i64::from(p.left) * C as i64;
+    let first_y = y0 as i64 - i64::from(p.top);
+    let elements = row_elements(p);
+    let height = u64::from(p.height);
+    // SAFETY: `input` is a pitched image as `p` describes (caller).
+    let image = unsafe { Plane::new(input, p) };
+    // The same in the whole block: the region lies inside the image, so no element needs the
+    // boundary mode.
+    let interior = first_e >= 0
+        && first_e as u64 + region_w <= elements
+        && first_y >= 0
+        && first_y as u64 + region_h <= height;
+    let thread = ty * u64::from(WIDE_BLOCK.0) + tx;
+    let staging = Staging {
+        rows: region_h,
+        row_words,
+        lane: thread % 32,
+        warp: thread / 32,
+        warps: threads / 32,
+    };
+    if interior {
+        // SAFETY: inside the image (`interior`).
+        staging.interior::<W, C>(|ry, rx| unsafe {
+            *input.add(((first_y as u64 + ry) * p.pitch + first_e as u64 + rx) as usize)
+        });
+    } else {
+        staging.border(region_w, |ry, rx| {
+            let e = first_e + rx as i64;
+            let x = e.div_euclid(C as i64);
+            image.in_row(image.row(first_y + ry as i64), x, (e - x * C as i64) as u64)
+        });
+    }
+    sync_threads();
+    // Every thread computes (the region covers all of them); stores are predicated on the image.
+    let x0 = tx * N as u64;
+    let mut acc = [[0.0f32; N]; R];
+    let mut row = ty * row_words + wide_word(x0);
+    let row_step = block_dim_y() * row_words;
+    for i in 0..mask_h {
+        let taps: [f32; W] = core::array::from_fn(|j| ConstantMask.tap(i * W as u64 + j as u64));
+        for (r, acc) in acc.iter_mut().enumerate() {
+            for q in 0..window.div_ceil(4) {
+                // `x0` is a multiple of 16, so element `x0 + 4q` sits `4q + 4 (q / 4)` words on.
+                // SAFETY: row `ty + r * threads_y + i < region_h`; the quad lies inside the
+                // row's words (rounded up to 16 elements), stored before the barrier or in the
+                // padding, whose values feed nothing.
+                let at = row + r as u64 * row_step + (4 * q + 4 * (q / 4)) as u64;
+                let quad = unsafe { SharedTile::load4(at) };
+                for (d, &value) in quad.iter().enumerate() {
+                    let k = 4 * q + d;
+                    for (n, sum) in acc.iter_mut().enumerate() {
+                        if k >= n && (k - n) % C == 0 && (k - n) / C < W {
+                            *sum = fma(taps[(k - n) / C], value, *sum);
+                        }
+                    }
+                }
+            }
+        }
+        row += row_words;
+    }
+    let e = e0 + x0;
+    for (r, acc) in acc.iter().enumerate() {
+        let y = y0 + ty + r as u64 * block_dim_y();
+        let row_inside = y < height;
+        let at = output.wrapping_add((y * p.pitch + e) as usize);
+        for (q, sums) in acc.chunks_exact(4).enumerate() {
+            let first = e + 4 * q as u64;
+            let sums = [sums[0], sums[1], sums[2], sums[3]].map(|sum| clamp(sum, p));
+            let whole = first + 4 <= elements;
+            // Predicated stores, no branch (see `register_tiled`). SAFETY: row `y < height` and
+            // elements below `width * channels <= pitch`; 16-byte aligned (`e`, the pitch and
+            // the buffer are).
+            unsafe {
+                store4_if(at.wrapping_add(4 * q), sums, row_inside && whole);
+                for (d, &sum) in sums.iter().enumerate() {
+                    let inside = row_inside && !whole && first + (d as u64) < elements;
+                    store_if(at.wrapping_add(4 * q + d), sum, inside);
+                }
+            }
+        }
+    }
+}
+
+/// How a wide register-tiled block stages its input region in shared memory: each warp takes
+/// rows `warp, warp + warps, ...` of the region and, in each, the elements `lane + 32 k`, all
+/// of a row's loads issued before its stores. Rows are laid out by [`wide_word`], so element
+/// `lane + 32 k` sits `40 k` words after element `lane`: compile-time offsets for the region's
+/// compile-time width.
+///
+/// [`wide_word`]: crate::abi::wide_word
+struct Staging {
+    rows: u64,
+    row_words: u64,
+    lane: u64,
+    warp: u64,
+    warps: u64,
+}
+
+/// Most 32-element columns of a staged region: 256 elements and the halo of a 31-wide mask over
+/// 4 channels.
+const MAX_STAGED_COLUMNS: usize = (256 + 30 * 4usize).div_ceil(32);
+
+impl Staging {
+    /// Stages the region of a mask `W` wide over `C` channels, `value(ry, rx)` giving element `rx`
+    /// of region row `ry`: a row's loads, unrolled, before its stores.
+    #[inline(always)]
+    fn interior<const W: usize, const C: usize>(&self, value: impl Fn(u64, u64) -> f32) {
+        use crate::abi::{WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
+        let width = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize + (W - 1) * C;
+        let columns = width.div_ceil(32);
+        const { assert!(MAX_STAGED_COLUMNS * 32 >= 256 + 30 * 4) };
+        let first_word = wide_word(self.lane);
+        let mut ry = self.warp;
+        while ry < self.rows {
+            let mut values = [0.0f32; MAX_STAGED_COLUMNS];
+            for (k, staged) in values.iter_mut().enumerate().take(columns) {
+                let rx = self.lane + 32 * k as u64;
+                if rx < width as u64 {
+                    *staged = value(ry, rx);
+                }
+            }
+            let row = ry * self.row_words + first_word;
+            for (k, &staged) in values.iter().enumerate().take(columns) {
+                if self.lane + 32 * (k as u64) < width as u64 {
+                    // SAFETY: row `ry < rows`, element `lane + 32 k < width`: inside the
+                    // block's reserved rows.
+                    unsafe { SharedTile::store(row + 40 * k as u64, staged) };
+                }
+            }
+            ry += self.warps;
+        }
+    }
+
+    /// Stages a region `width` elements wide one element at a time: the border blocks, whose
+    /// every read goes through the boundary mode (unrolled, those reads would take more
+    /// registers than the kernel has).
+    #[inline(always)]
+    fn border(&self, width: u64, value: impl Fn(u64, u64) -> f32) {
+        use crate::abi::wide_word;
+        let mut ry = self.warp;
+        while ry < self.rows {
+            let mut rx = self.lane;
+            while rx < width {
+                // SAFETY: row `ry < rows`, element `rx < width`: inside the reserved rows.
+                unsafe { SharedTile::store(ry * self.row_words + wide_word(rx), value(ry, rx)) };
+                rx += 32;
+            }
+            ry += self.warps;
+        }
+    }
+}
+
+/// Declares the wide register-tiled entry points, one per (mask width, channels).
+macro_rules! wide_entry_points {
+    ($(($name:ident, $w:literal, $c:literal)),* $(,)?) => {$(
+        #[doc = concat!("Wide register-tiled 2D kernel for masks ", $w, " wide and ", $c, " channel(s).")]
+        ///
+        /// # Safety
+        /// As `register_wide`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: Conv2dParams) {
+            // SAFETY: forwarded contract.
+            unsafe { register_wide::<$w, $c>(input, output, &p) }
+        }
+    )*};
+}
+
+wide_entry_points!(
+    (conv2d_wide_w9_c1, 9, 1),
+    (conv2d_wide_w9_c3, 9, 3),
+    (conv2d_wide_w9_c4, 9, 4),
+    (conv2d_wide_w15_c1, 15, 1),
+    (conv2d_wide_w15_c3, 15, 3),
+    (conv2d_wide_w15_c4, 15, 4),
+    (conv2d_wide_w31_c1, 31, 1),
+    (conv2d_wide_w31_c3, 31, 3),
+    (conv2d_wide_w31_c4, 31, 4),
 );

@@ -9,7 +9,8 @@ pub use separable::SEPARABLE_TOLERANCE;
 
 use crate::abi::{
     Conv2dParams, MASK_CAPACITY, REGISTER_BLOCK, REGISTER_CHANNELS, REGISTER_ELEMENTS,
-    REGISTER_MASKS, REGISTER_ROWS, register_output_shift,
+    REGISTER_MASKS, REGISTER_ROWS, WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS,
+    register_output_shift, wide_row_words,
 };
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
@@ -155,12 +156,16 @@ fn plan(
         }
         _ => {}
     }
-    // Auto, general masks: the register-tiled kernels (up to 9 x 9); beyond, the textbook's
-    // tiled kernel was measured fastest on an H200 (31 x 31: 17.9 ms, against 101 ms for the
-    // constant-mask kernel).
-    let register_applies = register_entry_point((rows, cols), channels).is_some();
-    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register_applies) {
+    // Auto, general masks: the register-tiled kernels (the walk for square masks up to 7 x 7,
+    // the wide design for masks 9, 15 or 31 wide; 31 x 31 on an H200: 2.58 ms against 17.9 ms
+    // for the tiled kernel); else the textbook's tiled kernel, measured fastest of the seeds.
+    if kernel == Kernel::RegisterTiled {
         return plan_register_tiled(device, (rows, cols), channels, tile);
+    }
+    if kernel == Kernel::Auto
+        && let Ok(plan) = plan_register_tiled(device, (rows, cols), channels, tile)
+    {
+        return Ok(plan);
     }
     let large = rows.saturating_mul(cols) > 9 * 9;
     let fits = rows.saturating_mul(cols) <= MASK_CAPACITY;
@@ -435,22 +440,39 @@ impl Engine {
         let session = self.session()?;
         let device = session.device();
         let elements = (shape.width * shape.channels) as u64;
+        let wide = is_wide(plan);
         // The register-tiled kernel's output groups start `shift` elements left of the row.
         let shift = match plan.kernel {
-            Kernel::RegisterTiled => register_output_shift(mask.left as u64, shape.channels as u64),
+            Kernel::RegisterTiled if !wide => {
+                register_output_shift(mask.left as u64, shape.channels as u64)
+            }
             _ => 0,
         };
         let blocks_x = (elements + shift).div_ceil(u64::from(plan.output_tile.0));
-        let (tile_h, block) = match plan.kernel {
+        let sms = device.multiprocessor_count;
+        let (tile_h, block, shared_memory_bytes) = match plan.kernel {
             Kernel::Separable => (
-                separable::rows_per_block(height, blocks_x, device.multiprocessor_count),
+                separable::rows_per_block(height, blocks_x, sms),
                 plan.block,
+                plan.shared_memory_bytes,
             ),
-            Kernel::RegisterTiled => {
-                let threads_y = register_threads_y(height, blocks_x, device.multiprocessor_count);
-                (threads_y * REGISTER_ROWS, (plan.block.0, threads_y))
+            Kernel::RegisterTiled if wide => {
+                // Whole warps: the kernel stages its region warp by warp.
+                let threads_y =
+                    threads_y_filling_gpu(height, WIDE_ROWS, plan.block.1, blocks_x, sms).max(2);
+                let bytes = wide_shared_bytes(threads_y, mask.rows, mask.cols, shape.channels);
+                (
+                    threads_y * WIDE_ROWS,
+                    (plan.block.0, threads_y),
+                    bytes as u32,
+                )
             }
-            _ => (plan.output_tile.1, plan.block),
+            Kernel::RegisterTiled => {
+                let threads_y =
+                    threads_y_filling_gpu(height, REGISTER_ROWS, plan.block.1, blocks_x, sms);
+                (threads_y * REGISTER_ROWS, (plan.block.0, threads_y), 0)
+            }
+            _ => (plan.output_tile.1, plan.block, plan.shared_memory_bytes),
         };
         let blocks_y = u64::from(height).div_ceil(u64::from(tile_h));
         if blocks_x > u64::from(device.max_grid_dim.0) {
@@ -491,7 +513,7 @@ impl Engine {
                 let config = LaunchConfig {
                     grid_dim: (blocks_x as u32, count as u32, 1),
                     block_dim: (block.0, block.1, 1),
-                    shared_mem_bytes: plan.shared_memory_bytes,
+                    shared_mem_bytes: shared_memory_bytes,
                 };
                 (config, params)
             },
@@ -510,7 +532,7 @@ struct ImageShape {
 
 /// The register-tiled entry points: `(mask size, channels, name)`, as `conv-kernels` declares
 /// them for `REGISTER_MASKS x REGISTER_CHANNELS`.
-pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 12] = [
+pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 9] = [
     (3, 1, "conv2d_register_m3_c1"),
     (3, 3, "conv2d_register_m3_c3"),
     (3, 4, "conv2d_register_m3_c4"),
@@ -520,14 +542,46 @@ pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 12] = [
     (7, 1, "conv2d_register_m7_c1"),
     (7, 3, "conv2d_register_m7_c3"),
     (7, 4, "conv2d_register_m7_c4"),
-    (9, 1, "conv2d_register_m9_c1"),
-    (9, 3, "conv2d_register_m9_c3"),
-    (9, 4, "conv2d_register_m9_c4"),
 ];
 
-/// The register-tiled entry point for this mask and channel count, if one was compiled.
+/// The wide register-tiled entry points: `(mask width, channels, name)`, as `conv-kernels`
+/// declares them for `WIDE_MASK_WIDTHS x REGISTER_CHANNELS`.
+pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 9] = [
+    (9, 1, "conv2d_wide_w9_c1"),
+    (9, 3, "conv2d_wide_w9_c3"),
+    (9, 4, "conv2d_wide_w9_c4"),
+    (15, 1, "conv2d_wide_w15_c1"),
+    (15, 3, "conv2d_wide_w15_c3"),
+    (15, 4, "conv2d_wide_w15_c4"),
+    (31, 1, "conv2d_wide_w31_c1"),
+    (31, 3, "conv2d_wide_w31_c3"),
+    (31, 4, "conv2d_wide_w31_c4"),
+];
+
+/// The register-tiled entry point for this mask and channel count, if one was compiled: the
+/// walk for square masks of `REGISTER_MASKS`, else the wide design for masks of
+/// `WIDE_MASK_WIDTHS` columns (any height).
 fn register_entry_point(mask: (usize, usize), channels: usize) -> Option<&'static str> {
-    square_entry_point(&REGISTER_ENTRY_POINTS, mask, channels)
+    square_entry_point(&REGISTER_ENTRY_POINTS, mask, channels).or_else(|| {
+        WIDE_ENTRY_POINTS
+            .iter()
+            .find(|&&(w, c, _)| mask.1 == w as usize && channels == c as usize)
+            .map(|&(_, _, name)| name)
+    })
+}
+
+/// Whether `plan` runs a wide register-tiled kernel.
+fn is_wide(plan: &LaunchPlan) -> bool {
+    WIDE_ENTRY_POINTS
+        .iter()
+        .any(|&(_, _, name)| name == plan.entry_point)
+}
+
+/// Shared memory of a wide register-tiled block of `threads_y` rows of threads: its output rows
+/// and the mask's `rows - 1` halo rows, staged rows as `wide_row_words` lays them out.
+fn wide_shared_bytes(threads_y: u32, rows: usize, cols: usize, channels: usize) -> u64 {
+    let staged_rows = u64::from(threads_y * WIDE_ROWS) + rows as u64 - 1;
+    staged_rows * wide_row_words(cols as u64, channels as u64) * 4
 }
 
 /// The entry point of `table` (`(mask size, channels, name)`) for a square mask of that size and
@@ -543,14 +597,20 @@ pub(crate) fn square_entry_point(
         .map(|&(_, _, name)| name)
 }
 
-/// Thread rows of a register-tiled block for an image of `height` rows and `blocks_x` blocks
-/// along a row: `REGISTER_BLOCK.1`, or fewer (down to one warp per block) where that would
-/// leave fewer than four blocks per SM, so small images still fill the GPU (a 1024^2 image
-/// has 8 x 8 blocks of 32 x 8 threads).
-fn register_threads_y(height: u32, blocks_x: u64, multiprocessors: u32) -> u32 {
-    let mut threads_y = REGISTER_BLOCK.1;
+/// Thread rows of a register-tiled block, each thread computing `rows_per_thread` rows, for an
+/// image of `height` rows and `blocks_x` blocks along a row: `max_threads_y`, or fewer (down
+/// to one row of threads) where that would leave fewer than four blocks per SM, so small
+/// images still fill the GPU (a 1024^2 image has 8 x 8 blocks of 32 x 8 threads in the walk).
+fn threads_y_filling_gpu(
+    height: u32,
+    rows_per_thread: u32,
+    max_threads_y: u32,
+    blocks_x: u64,
+    multiprocessors: u32,
+) -> u32 {
+    let mut threads_y = max_threads_y;
     let blocks = |threads_y: u32| {
-        blocks_x * u64::from(height).div_ceil(u64::from(threads_y * REGISTER_ROWS))
+        blocks_x * u64::from(height).div_ceil(u64::from(threads_y * rows_per_thread))
     };
     while threads_y > 1 && blocks(threads_y) < 4 * u64::from(multiprocessors) {
         threads_y /= 2;
@@ -572,25 +632,38 @@ fn plan_register_tiled(
     let entry_point = register_entry_point((rows, cols), channels).ok_or_else(|| {
         invalid(format!(
             "no register-tiled kernel for a {rows} x {cols} mask with {channels} channel(s): it is \
-             compiled for square masks of {REGISTER_MASKS:?} and {REGISTER_CHANNELS:?} channels"
+             compiled for square masks of {REGISTER_MASKS:?} and masks {WIDE_MASK_WIDTHS:?} \
+             wide, with {REGISTER_CHANNELS:?} channels"
         ))
     })?;
-    if tile.is_some_and(|t| t != REGISTER_BLOCK) {
+    let wide = WIDE_ENTRY_POINTS
+        .iter()
+        .any(|&(_, _, name)| name == entry_point);
+    let block = if wide { WIDE_BLOCK } else { REGISTER_BLOCK };
+    if tile.is_some_and(|t| t != block) {
         return Err(invalid(format!(
-            "the register-tiled kernels use a fixed {REGISTER_BLOCK:?} block"
+            "the register-tiled kernel for this mask uses a fixed {block:?} block"
         )));
     }
-    let output_tile = (
-        REGISTER_BLOCK.0 * REGISTER_ELEMENTS,
-        REGISTER_BLOCK.1 * REGISTER_ROWS,
-    );
-    check_block(device, entry_point, REGISTER_BLOCK, 0)?;
+    if rows * cols > MASK_CAPACITY {
+        return Err(invalid(format!(
+            "the {rows} x {cols} mask has more than the {MASK_CAPACITY} taps constant memory holds"
+        )));
+    }
+    let (output_tile, shared_bytes) = if wide {
+        let bytes = wide_shared_bytes(block.1, rows, cols, channels);
+        ((block.0 * WIDE_OUTPUTS, block.1 * WIDE_ROWS), bytes)
+    } else {
+        let tile = (block.0 * REGISTER_ELEMENTS, block.1 * REGISTER_ROWS);
+        (tile, 0)
+    };
+    check_block(device, entry_point, block, shared_bytes)?;
     Ok(LaunchPlan {
         kernel: Kernel::RegisterTiled,
         entry_point,
-        block: REGISTER_BLOCK,
+        block,
         output_tile,
-        shared_memory_bytes: 0,
+        shared_memory_bytes: shared_bytes as u32,
         mask_in_constant_memory: true,
     })
 }
@@ -602,10 +675,14 @@ mod tests {
     #[test]
     fn small_images_get_register_blocks_with_fewer_rows() {
         // 8192^2, one channel: 65 blocks along a row, 64 block rows of 32 x 8 threads.
-        assert_eq!(register_threads_y(8192, 65, 132), REGISTER_BLOCK.1);
+        let walk = |height, blocks_x| threads_y_filling_gpu(height, 16, 8, blocks_x, 132);
+        assert_eq!(walk(8192, 65), REGISTER_BLOCK.1);
         // 1024^2: 8 x 8 blocks of 32 x 8 would leave most SMs idle; one warp per block.
-        assert_eq!(register_threads_y(1024, 8, 132), 1);
-        assert_eq!(register_threads_y(4096, 32, 132), REGISTER_BLOCK.1);
-        assert_eq!(register_threads_y(1, 1, 132), 1);
+        assert_eq!(walk(1024, 8), 1);
+        assert_eq!(walk(4096, 32), REGISTER_BLOCK.1);
+        assert_eq!(walk(1, 1), 1);
+        // The wide design, two rows per thread: 1024^2 in 4 blocks along a row needs 4 rows.
+        assert_eq!(threads_y_filling_gpu(1024, 2, 16, 4, 132), 4);
+        assert_eq!(threads_y_filling_gpu(8192, 2, 16, 32, 132), WIDE_BLOCK.1);
     }
 }
