@@ -364,8 +364,12 @@ fn register_tiled_kernels_match_the_reference() {
         (7, 7),
         (9, 9),
         (6, 9),
+        (11, 11),
         (1, 15),
+        (21, 13),
         (15, 15),
+        (17, 17),
+        (25, 25),
         (31, 31),
         (45, 31),
     ];
@@ -430,13 +434,29 @@ fn register_tiled_kernels_match_the_reference() {
             .check(got.view(), &format!("register {mask_shape:?} 2050x4100"));
         runs += 1;
     }
+    // Clamped outputs, in both designs.
+    let clamped = Conv2dOptions {
+        clamp: Some(Clamp { lo: -0.1, hi: 0.2 }),
+        kernel: Kernel::RegisterTiled,
+        ..Default::default()
+    };
+    for shape in [(5, 5), (9, 9)] {
+        let (mask, image) = (
+            random_mask(&mut rng, shape),
+            random_array3(&mut rng, (300, 257, 1)),
+        );
+        let got = gpu2d(image.view(), mask.view(), &clamped, false).unwrap();
+        expected2d(image.view(), mask.view(), &clamped, false)
+            .check(got.view(), &format!("register {shape:?} clamped"));
+        runs += 1;
+    }
     // Where no register-tiled kernel was compiled, or the mask outgrows constant memory: a typed
     // error, and Auto picks another design.
     let odd = Conv2dOptions {
         kernel: Kernel::RegisterTiled,
         ..Default::default()
     };
-    for shape in [(16, 16), (31, 30), (140, 31)] {
+    for shape in [(16, 16), (31, 30), (9, 33), (140, 31)] {
         let mask = random_mask(&mut rng, shape);
         assert!(matches!(
             engine().plan2d(&mask, 1, &odd),
@@ -553,12 +573,12 @@ fn separable_kernels_match_the_reference() {
             let plan = engine()
                 .plan2d(&mask, channels, &Conv2dOptions::default())
                 .unwrap();
-            // Auto factors 2D masks of 9 x 9 and more, and those no register-tiled kernel
-            // was compiled for.
-            let register = (shape.0 == shape.1 && [3, 5, 7, 9].contains(&shape.0)
-                || [9, 15, 31].contains(&shape.1))
+            // Auto factors 2D masks of more than 81 taps, and those no register-tiled kernel
+            // was compiled for (square up to 7 x 7, or 9 to 31 wide, odd).
+            let register = (shape.0 == shape.1 && [3, 5, 7].contains(&shape.0)
+                || (9..=31).step_by(2).any(|w| w == shape.1))
                 && [1, 3, 4].contains(&channels);
-            let factored = shape.0 > 1 && shape.1 > 1 && (shape.0 * shape.1 >= 81 || !register);
+            let factored = shape.0 > 1 && shape.1 > 1 && (shape.0 * shape.1 > 81 || !register);
             assert_eq!(
                 plan.kernel == Kernel::Separable,
                 factored,
@@ -578,7 +598,7 @@ fn separable_kernels_match_the_reference() {
     }
     // Clamping, single-channel arrays and the Gaussian filter, which Auto runs as two passes.
     let image = random_array3(&mut rng, (513, 301, 1)).index_axis_move(Axis(2), 0);
-    let mask = random_separable_mask(&mut rng, (9, 9));
+    let mask = random_separable_mask(&mut rng, (11, 11));
     let clamped = Conv2dOptions {
         clamp: Some(Clamp { lo: -0.1, hi: 0.2 }),
         mode: BoundaryMode::Reflect,

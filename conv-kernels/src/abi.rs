@@ -53,6 +53,26 @@ pub const fn register_outputs_1d(mask_len: u64) -> u64 {
     if mask_len >= 15 { 8 } else { 4 }
 }
 
+/// Shared-memory word of element `k` of the span a register-tiled 1D block stages, for a mask
+/// of `mask_len` taps. With 8 outputs per thread, threads' windows start 8 elements apart, so 4
+/// padding words follow every 8 elements: the 16-byte reads of 8 threads (12 words apart) then
+/// fall on 8 different groups of 4 banks, where unpadded every group would serve 2 threads.
+/// With 4 outputs per thread, 8 threads already read 8 consecutive groups.
+pub const fn register_word_1d(k: u64, mask_len: u64) -> u64 {
+    if register_outputs_1d(mask_len) == 8 {
+        k + (k >> 3) * 4
+    } else {
+        k
+    }
+}
+
+/// Shared memory of a register-tiled 1D block, in `f32` words: the staged span (tile and halo)
+/// and the words the last 16-byte reads may reach past it.
+pub const fn register_shared_words_1d(mask_len: u64) -> u64 {
+    let span = REGISTER_THREADS_1D as u64 * register_outputs_1d(mask_len) + mask_len - 1;
+    register_word_1d(span.next_multiple_of(8), mask_len) + 4
+}
+
 /// Block of the register-tiled 2D kernels: threads along a row (groups of `REGISTER_ELEMENTS`
 /// elements) and down the rows (groups of `REGISTER_ROWS` rows); small images get fewer rows
 /// of threads.
@@ -78,7 +98,7 @@ pub const WIDE_OUTPUTS: u32 = 16;
 pub const WIDE_ROWS: u32 = 2;
 /// Mask widths with a wide register-tiled 2D kernel, for each of `REGISTER_CHANNELS`
 /// (`conv2d_wide_w{width}_c{channels}`); any mask height.
-pub const WIDE_MASK_WIDTHS: [u32; 3] = [9, 15, 31];
+pub const WIDE_MASK_WIDTHS: [u32; 12] = [9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
 
 /// Shared-memory word of element `x` of a row staged by a wide register-tiled block: 4 padding
 /// words after every 16 elements, so that the 16-byte reads of 8 threads whose windows start

@@ -221,11 +221,10 @@ pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2_global_mask(
 ///
 /// # Safety
 /// As [`direct`]; `p.mask_len = M`, the mask in `MASK`, a 256-thread launch with
-/// `((256 * P + M - 1).next_multiple_of(4) + 4) * 4` bytes of shared memory; `output` 16-byte
-/// aligned.
+/// `register_shared_words_1d(M) * 4` bytes of shared memory; `output` 16-byte aligned.
 #[inline(always)]
 unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p: &Conv1dParams) {
-    use crate::abi::{REGISTER_THREADS_1D, register_outputs_1d};
+    use crate::abi::{REGISTER_THREADS_1D, register_outputs_1d, register_word_1d};
     const THREADS: usize = REGISTER_THREADS_1D as usize;
     const MAX_PER_THREAD: usize = 8;
     const MAX_STEPS: usize = (THREADS * MAX_PER_THREAD + 30).div_ceil(THREADS);
@@ -250,8 +249,8 @@ unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p:
         for (step, &value) in values.iter().enumerate().take(span.div_ceil(THREADS)) {
             let k = step * THREADS + tid;
             if k < span {
-                // SAFETY: `k < span`, within the reserved count.
-                unsafe { SharedTile::store(k as u64, value) };
+                // SAFETY: `k < span`: its word is within the reserved count.
+                unsafe { SharedTile::store(register_word_1d(k as u64, M as u64), value) };
             }
         }
     } else {
@@ -259,18 +258,23 @@ unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p:
         let line = unsafe { Line::new(input, p.len, p.mode, p.cval) };
         let mut k = tid;
         while k < span {
-            // SAFETY: `k < span`, within the reserved count.
-            unsafe { SharedTile::store(k as u64, line.at(first + k as i64)) };
+            let word = register_word_1d(k as u64, M as u64);
+            // SAFETY: `k < span`: its word is within the reserved count.
+            unsafe { SharedTile::store(word, line.at(first + k as i64)) };
             k += THREADS;
         }
     }
     sync_threads();
     let base = tid * per_thread;
+    let first_word = register_word_1d(base as u64, M as u64);
     let mut window = [0.0f32; MAX_PER_THREAD + 32];
     for q in 0..(per_thread + M - 1).div_ceil(4) {
-        // SAFETY: `base + 4q + 4 <= (span).next_multiple_of(4) + 4`, the reserved count; the
+        // `base` is a multiple of 8 where the span is padded, so the quad's word is a
+        // compile-time offset from the window's first word.
+        let offset = register_word_1d(4 * q as u64, M as u64);
+        // SAFETY: the quad lies within `register_shared_words_1d(M)`, the reserved count; the
         // values past the span are never used.
-        let quad = unsafe { SharedTile::load4((base + 4 * q) as u64) };
+        let quad = unsafe { SharedTile::load4(first_word + offset) };
         window[4 * q..4 * q + 4].copy_from_slice(&quad);
     }
     let mut acc = [0.0f32; MAX_PER_THREAD];

@@ -508,26 +508,37 @@ unsafe fn register_wide<const W: usize, const C: usize>(
         }
         row += row_words;
     }
-    let e = e0 + x0;
-    for (r, acc) in acc.iter().enumerate() {
-        let y = y0 + ty + r as u64 * block_dim_y();
-        let row_inside = y < height;
-        let at = output.wrapping_add((y * p.pitch + e) as usize);
-        for (q, sums) in acc.chunks_exact(4).enumerate() {
-            let first = e + 4 * q as u64;
-            let sums = [sums[0], sums[1], sums[2], sums[3]].map(|sum| clamp(sum, p));
-            let whole = first + 4 <= elements;
-            // Predicated stores, no branch (see `register_tiled`). SAFETY: row `y < height` and
-            // elements below `width * channels <= pitch`; 16-byte aligned (`e`, the pitch and
-            // the buffer are).
-            unsafe {
-                store4_if(at.wrapping_add(4 * q), sums, row_inside && whole);
+    // The accumulators are final here, so branches cost no sinking: the clamp only where one
+    // was asked for, 16-byte stores where the thread's 16 elements lie inside the row.
+    let store_rows = |finish: fn(f32, &Conv2dParams) -> f32| {
+        let e = e0 + x0;
+        for (r, sums) in acc.iter().enumerate() {
+            let y = y0 + ty + r as u64 * block_dim_y();
+            if y >= height || e >= elements {
+                continue;
+            }
+            let at = output.wrapping_add((y * p.pitch + e) as usize);
+            if e + N as u64 <= elements {
+                for (q, quad) in sums.chunks_exact(4).enumerate() {
+                    let quad = [quad[0], quad[1], quad[2], quad[3]].map(|sum| finish(sum, p));
+                    // SAFETY: row `y < height`, elements `e + 4q .. e + 4q + 4 <= width *
+                    // channels <= pitch`; 16-byte aligned (`e`, the pitch and the buffer are).
+                    unsafe { store4_if(at.wrapping_add(4 * q), quad, true) };
+                }
+            } else {
                 for (d, &sum) in sums.iter().enumerate() {
-                    let inside = row_inside && !whole && first + (d as u64) < elements;
-                    store_if(at.wrapping_add(4 * q + d), sum, inside);
+                    if e + (d as u64) < elements {
+                        // SAFETY: row `y < height`, element `e + d < width * channels <= pitch`.
+                        unsafe { *at.add(d) = finish(sum, p) };
+                    }
                 }
             }
         }
+    };
+    if p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY {
+        store_rows(clamp);
+    } else {
+        store_rows(|sum, _| sum);
     }
 }
 
@@ -619,9 +630,36 @@ wide_entry_points!(
     (conv2d_wide_w9_c1, 9, 1),
     (conv2d_wide_w9_c3, 9, 3),
     (conv2d_wide_w9_c4, 9, 4),
+    (conv2d_wide_w11_c1, 11, 1),
+    (conv2d_wide_w11_c3, 11, 3),
+    (conv2d_wide_w11_c4, 11, 4),
+    (conv2d_wide_w13_c1, 13, 1),
+    (conv2d_wide_w13_c3, 13, 3),
+    (conv2d_wide_w13_c4, 13, 4),
     (conv2d_wide_w15_c1, 15, 1),
     (conv2d_wide_w15_c3, 15, 3),
     (conv2d_wide_w15_c4, 15, 4),
+    (conv2d_wide_w17_c1, 17, 1),
+    (conv2d_wide_w17_c3, 17, 3),
+    (conv2d_wide_w17_c4, 17, 4),
+    (conv2d_wide_w19_c1, 19, 1),
+    (conv2d_wide_w19_c3, 19, 3),
+    (conv2d_wide_w19_c4, 19, 4),
+    (conv2d_wide_w21_c1, 21, 1),
+    (conv2d_wide_w21_c3, 21, 3),
+    (conv2d_wide_w21_c4, 21, 4),
+    (conv2d_wide_w23_c1, 23, 1),
+    (conv2d_wide_w23_c3, 23, 3),
+    (conv2d_wide_w23_c4, 23, 4),
+    (conv2d_wide_w25_c1, 25, 1),
+    (conv2d_wide_w25_c3, 25, 3),
+    (conv2d_wide_w25_c4, 25, 4),
+    (conv2d_wide_w27_c1, 27, 1),
+    (conv2d_wide_w27_c3, 27, 3),
+    (conv2d_wide_w27_c4, 27, 4),
+    (conv2d_wide_w29_c1, 29, 1),
+    (conv2d_wide_w29_c3, 29, 3),
+    (conv2d_wide_w29_c4, 29, 4),
     (conv2d_wide_w31_c1, 31, 1),
     (conv2d_wide_w31_c3, 31, 3),
     (conv2d_wide_w31_c4, 31, 4),

@@ -2,7 +2,9 @@
 
 pub(crate) mod reference;
 
-use crate::abi::{Conv1dParams, MASK_CAPACITY, REGISTER_THREADS_1D, register_outputs_1d};
+use crate::abi::{
+    Conv1dParams, MASK_CAPACITY, REGISTER_THREADS_1D, register_outputs_1d, register_shared_words_1d,
+};
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major};
@@ -105,13 +107,12 @@ fn plan(
             )));
         }
         let output_tile = REGISTER_THREADS_1D * register_outputs_1d(mask_len as u64) as u32;
-        // The 16-byte shared loads may reach 4 floats past the span rounded up to 4.
-        let shared_floats = (output_tile as usize + mask_len - 1).next_multiple_of(4) + 4;
+        let shared_floats = register_shared_words_1d(mask_len as u64);
         check_block(
             device,
             entry_point,
             (REGISTER_THREADS_1D, 1),
-            shared_floats as u64 * 4,
+            shared_floats * 4,
         )?;
         return Ok(LaunchPlan {
             kernel: Kernel::RegisterTiled,

@@ -141,13 +141,13 @@ fn plan(
             });
         }
         Kernel::Separable => return separable::plan(device, (rows, cols), channels, tile),
-        // A 1 x N or N x 1 mask gains nothing from two passes, and below 9 x 9 the
-        // register-tiled kernels are faster (measured on an H200, PERFORMANCE.md).
+        // A 1 x N or N x 1 mask gains nothing from two passes, and up to 81 taps the
+        // register-tiled kernels are faster (measured on an H200, PERFORMANCE.md: 9 x 9
+        // 0.335 ms against 0.363 ms).
         Kernel::Auto
             if rows > 1
                 && cols > 1
-                && (rows * cols >= 81
-                    || register_entry_point((rows, cols), channels).is_none())
+                && (rows * cols > 81 || register_entry_point((rows, cols), channels).is_none())
                 && separable::factor(mask).is_some() =>
         {
             if let Ok(plan) = separable::plan(device, (rows, cols), channels, tile) {
@@ -546,13 +546,40 @@ pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 9] = [
 
 /// The wide register-tiled entry points: `(mask width, channels, name)`, as `conv-kernels`
 /// declares them for `WIDE_MASK_WIDTHS x REGISTER_CHANNELS`.
-pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 9] = [
+pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 36] = [
     (9, 1, "conv2d_wide_w9_c1"),
     (9, 3, "conv2d_wide_w9_c3"),
     (9, 4, "conv2d_wide_w9_c4"),
+    (11, 1, "conv2d_wide_w11_c1"),
+    (11, 3, "conv2d_wide_w11_c3"),
+    (11, 4, "conv2d_wide_w11_c4"),
+    (13, 1, "conv2d_wide_w13_c1"),
+    (13, 3, "conv2d_wide_w13_c3"),
+    (13, 4, "conv2d_wide_w13_c4"),
     (15, 1, "conv2d_wide_w15_c1"),
     (15, 3, "conv2d_wide_w15_c3"),
     (15, 4, "conv2d_wide_w15_c4"),
+    (17, 1, "conv2d_wide_w17_c1"),
+    (17, 3, "conv2d_wide_w17_c3"),
+    (17, 4, "conv2d_wide_w17_c4"),
+    (19, 1, "conv2d_wide_w19_c1"),
+    (19, 3, "conv2d_wide_w19_c3"),
+    (19, 4, "conv2d_wide_w19_c4"),
+    (21, 1, "conv2d_wide_w21_c1"),
+    (21, 3, "conv2d_wide_w21_c3"),
+    (21, 4, "conv2d_wide_w21_c4"),
+    (23, 1, "conv2d_wide_w23_c1"),
+    (23, 3, "conv2d_wide_w23_c3"),
+    (23, 4, "conv2d_wide_w23_c4"),
+    (25, 1, "conv2d_wide_w25_c1"),
+    (25, 3, "conv2d_wide_w25_c3"),
+    (25, 4, "conv2d_wide_w25_c4"),
+    (27, 1, "conv2d_wide_w27_c1"),
+    (27, 3, "conv2d_wide_w27_c3"),
+    (27, 4, "conv2d_wide_w27_c4"),
+    (29, 1, "conv2d_wide_w29_c1"),
+    (29, 3, "conv2d_wide_w29_c3"),
+    (29, 4, "conv2d_wide_w29_c4"),
     (31, 1, "conv2d_wide_w31_c1"),
     (31, 3, "conv2d_wide_w31_c3"),
     (31, 4, "conv2d_wide_w31_c4"),
@@ -576,6 +603,10 @@ fn is_wide(plan: &LaunchPlan) -> bool {
         .iter()
         .any(|&(_, _, name)| name == plan.entry_point)
 }
+
+/// Most shared memory a wide register-tiled block should take, so that two fit on an SM of
+/// 228 KiB (Hopper; one fits on smaller ones, and `check_block` rejects what does not).
+const WIDE_SHARED_BYTES_TARGET: u64 = 100 * 1024;
 
 /// Shared memory of a wide register-tiled block of `threads_y` rows of threads: its output rows
 /// and the mask's `rows - 1` halo rows, staged rows as `wide_row_words` lays them out.
@@ -639,7 +670,18 @@ fn plan_register_tiled(
     let wide = WIDE_ENTRY_POINTS
         .iter()
         .any(|&(_, _, name)| name == entry_point);
-    let block = if wide { WIDE_BLOCK } else { REGISTER_BLOCK };
+    let block = if wide {
+        // Fewer rows of threads where the staged region would leave one block per SM.
+        let mut threads_y = WIDE_BLOCK.1;
+        while threads_y > 2
+            && wide_shared_bytes(threads_y, rows, cols, channels) > WIDE_SHARED_BYTES_TARGET
+        {
+            threads_y /= 2;
+        }
+        (WIDE_BLOCK.0, threads_y)
+    } else {
+        REGISTER_BLOCK
+    };
     if tile.is_some_and(|t| t != block) {
         return Err(invalid(format!(
             "the register-tiled kernel for this mask uses a fixed {block:?} block"
