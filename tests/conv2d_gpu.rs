@@ -351,6 +351,33 @@ fn gaussian_filter_matches_the_separable_reference() {
     ));
 }
 
+/// Small images through every register-tiled family (the walk, the wide design at one and
+/// several blocks per row, every channel count): the case list the sanitizers run.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn small_register_tiled_cases() {
+    let (mut rng, seed) = rng("small-register-tiled");
+    let mut runs = 0;
+    for shape in [(3, 3), (7, 7), (9, 9), (5, 11), (15, 15), (31, 31)] {
+        for channels in [1, 3, 4] {
+            for (h, w) in [(1, 1), (37, 53), (20, 90)] {
+                let options = Conv2dOptions {
+                    mode: all_modes()[rng.random_range(0..6)],
+                    kernel: Kernel::RegisterTiled,
+                    ..Default::default()
+                };
+                let mask = random_mask(&mut rng, shape);
+                let image = random_array3(&mut rng, (h, w, channels));
+                let what = format!("small register {shape:?} c{channels} {h}x{w} {options:?}");
+                let got = gpu2d(image.view(), mask.view(), &options, false).unwrap();
+                expected2d(image.view(), mask.view(), &options, false).check(got.view(), &what);
+                runs += 1;
+            }
+        }
+    }
+    eprintln!("small register-tiled: {runs} runs matched the reference (seed {seed})");
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn register_tiled_kernels_match_the_reference() {

@@ -723,8 +723,9 @@ mod tests {
         assert_eq!(walk(1024, 8), 1);
         assert_eq!(walk(4096, 32), REGISTER_BLOCK.1);
         assert_eq!(walk(1, 1), 1);
-        // The wide design, two rows per thread: 1024^2 in 4 blocks along a row needs 4 rows.
-        assert_eq!(threads_y_filling_gpu(1024, 2, 16, 4, 132), 4);
+        // The wide design, two rows per thread: 1024^2 in 4 blocks along a row gets blocks of
+        // 2 rows of threads (4 x 256 blocks); 4 rows would give 512, under 4 per SM.
+        assert_eq!(threads_y_filling_gpu(1024, 2, 16, 4, 132), 2);
         assert_eq!(threads_y_filling_gpu(8192, 2, 16, 32, 132), WIDE_BLOCK.1);
     }
 }
