@@ -358,7 +358,7 @@ fn gaussian_filter_matches_the_separable_reference() {
 fn small_register_tiled_cases() {
     let (mut rng, seed) = rng("small-register-tiled");
     let mut runs = 0;
-    for shape in [(3, 3), (7, 7), (9, 9), (5, 11), (15, 15), (31, 31)] {
+    for shape in [(3, 3), (7, 7), (9, 9), (5, 11), (15, 15), (31, 31), (7, 1)] {
         for channels in [1, 3, 4] {
             for (h, w) in [(1, 1), (37, 53), (20, 90)] {
                 let options = Conv2dOptions {
@@ -391,6 +391,7 @@ fn register_tiled_kernels_match_the_reference() {
         (7, 7),
         (9, 9),
         (6, 9),
+        (31, 1),
         (11, 11),
         (1, 15),
         (21, 13),
@@ -603,6 +604,7 @@ fn separable_kernels_match_the_reference() {
             // Auto factors 2D masks of more than 81 taps, and those no register-tiled kernel
             // was compiled for (square up to 7 x 7, or 9 to 31 wide, odd).
             let register = (shape.0 == shape.1 && [3, 5, 7].contains(&shape.0)
+                || shape.1 == 1
                 || (9..=31).step_by(2).any(|w| w == shape.1))
                 && [1, 3, 4].contains(&channels);
             let factored = shape.0 > 1 && shape.1 > 1 && (shape.0 * shape.1 > 81 || !register);

@@ -97,8 +97,8 @@ pub const WIDE_OUTPUTS: u32 = 16;
 /// (each mask row's taps, loaded once, serve them all).
 pub const WIDE_ROWS: u32 = 2;
 /// Mask widths with a wide register-tiled 2D kernel, for each of `REGISTER_CHANNELS`
-/// (`conv2d_wide_w{width}_c{channels}`); any mask height.
-pub const WIDE_MASK_WIDTHS: [u32; 12] = [9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
+/// (`conv2d_wide_w{width}_c{channels}`); any mask height. Width 1 covers column filters.
+pub const WIDE_MASK_WIDTHS: [u32; 13] = [1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
 
 /// Shared-memory word of element `x` of a row staged by a wide register-tiled block: 4 padding
 /// words after every 16 elements, so that the 16-byte reads of 8 threads whose windows start

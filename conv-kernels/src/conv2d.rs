@@ -627,6 +627,9 @@ macro_rules! wide_entry_points {
 }
 
 wide_entry_points!(
+    (conv2d_wide_w1_c1, 1, 1),
+    (conv2d_wide_w1_c3, 1, 3),
+    (conv2d_wide_w1_c4, 1, 4),
     (conv2d_wide_w9_c1, 9, 1),
     (conv2d_wide_w9_c3, 9, 3),
     (conv2d_wide_w9_c4, 9, 4),

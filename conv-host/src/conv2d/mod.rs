@@ -546,7 +546,10 @@ pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 9] = [
 
 /// The wide register-tiled entry points: `(mask width, channels, name)`, as `conv-kernels`
 /// declares them for `WIDE_MASK_WIDTHS x REGISTER_CHANNELS`.
-pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 36] = [
+pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 39] = [
+    (1, 1, "conv2d_wide_w1_c1"),
+    (1, 3, "conv2d_wide_w1_c3"),
+    (1, 4, "conv2d_wide_w1_c4"),
     (9, 1, "conv2d_wide_w9_c1"),
     (9, 3, "conv2d_wide_w9_c3"),
     (9, 4, "conv2d_wide_w9_c4"),
