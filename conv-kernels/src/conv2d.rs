@@ -382,22 +382,8 @@ fn walk<const M: usize, const C: usize>(
 /// Longest window of [`register_tiled`]: 4 elements and the halo of a 7 x 7 mask over 4 channels.
 const WINDOW: usize = 4 + 6 * 4;
 
-/// Declares the register-tiled entry points, one per (mask size, channels).
-macro_rules! register_entry_points {
-    ($(($name:ident, $m:literal, $c:literal)),* $(,)?) => {$(
-        #[doc = concat!("Register-tiled 2D kernel for ", $m, " x ", $m, " masks and ", $c, " channel(s).")]
-        ///
-        /// # Safety
-        /// As `register_tiled`.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: Conv2dParams) {
-            // SAFETY: forwarded contract.
-            unsafe { register_tiled::<$m, $c>(input, output, &p) }
-        }
-    )*};
-}
-
-register_entry_points!(
+specialised_entry_points!(
+    register_tiled, "Register-tiled 2D kernel (walk) for square masks:":
     (conv2d_register_m3_c1, 3, 1),
     (conv2d_register_m3_c3, 3, 3),
     (conv2d_register_m3_c4, 3, 4),
@@ -611,22 +597,8 @@ impl Staging {
     }
 }
 
-/// Declares the wide register-tiled entry points, one per (mask width, channels).
-macro_rules! wide_entry_points {
-    ($(($name:ident, $w:literal, $c:literal)),* $(,)?) => {$(
-        #[doc = concat!("Wide register-tiled 2D kernel for masks ", $w, " wide and ", $c, " channel(s).")]
-        ///
-        /// # Safety
-        /// As `register_wide`.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: Conv2dParams) {
-            // SAFETY: forwarded contract.
-            unsafe { register_wide::<$w, $c>(input, output, &p) }
-        }
-    )*};
-}
-
-wide_entry_points!(
+specialised_entry_points!(
+    register_wide, "Wide register-tiled 2D kernel, mask width and channels:":
     (conv2d_wide_w1_c1, 1, 1),
     (conv2d_wide_w1_c3, 1, 3),
     (conv2d_wide_w1_c4, 1, 4),

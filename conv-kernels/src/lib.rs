@@ -13,6 +13,26 @@
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
 #![allow(internal_features)]
 
+/// Declares 2D entry points `$name(input, output, p)` that run `$design::<$a, $b>`, a design
+/// specialised at compile time on two sizes (mask size or width, and channels).
+macro_rules! specialised_entry_points {
+    ($design:ident, $doc:literal: $(($name:ident, $a:literal, $b:literal)),* $(,)?) => {$(
+        #[doc = concat!($doc, " `", stringify!($design), "::<", $a, ", ", $b, ">`.")]
+        ///
+        /// # Safety
+        #[doc = concat!("As `", stringify!($design), "`.")]
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(
+            input: *const f32,
+            output: *mut f32,
+            p: crate::abi::Conv2dParams,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { $design::<$a, $b>(input, output, &p) }
+        }
+    )*};
+}
+
 pub mod abi;
 pub mod boundary;
 pub mod conv1d;

@@ -366,23 +366,8 @@ unsafe fn column_pass(
     }
 }
 
-/// Declares the separable entry points: the general one and one per (mask size, channels).
-macro_rules! separable_entry_points {
-    ($(($name:ident, $m:literal, $c:literal)),* $(,)?) => {$(
-        /// Fused separable 2D kernel (see the module documentation); sizes `0` are taken from the
-        /// launch parameters.
-        ///
-        /// # Safety
-        /// As `separable`.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: Conv2dParams) {
-            // SAFETY: forwarded contract.
-            unsafe { separable::<$m, $c>(input, output, &p) }
-        }
-    )*};
-}
-
-separable_entry_points!(
+specialised_entry_points!(
+    separable, "Fused separable 2D kernel (see the module documentation; sizes 0 come from the launch parameters):":
     (conv2d_separable, 0, 0),
     (conv2d_separable_m3_c1, 3, 1),
     (conv2d_separable_m3_c3, 3, 3),
