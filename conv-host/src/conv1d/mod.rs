@@ -337,3 +337,36 @@ impl Engine {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::abi::{register_outputs_1d, register_shared_words_1d, register_word_1d};
+
+    /// The kernel reads quad `q` of the window of thread `t` (first element `P t`) at
+    /// `register_word_1d(P t) + register_word_1d(4 q)`: that must be the quad's own word, and the
+    /// 8 threads of a quarter-warp must read 8 different groups of 4 banks.
+    #[test]
+    fn padded_spans_give_compile_time_offsets_and_no_bank_conflicts() {
+        for mask_len in [3u64, 7, 15, 31] {
+            let per_thread = register_outputs_1d(mask_len);
+            let quads = (per_thread + mask_len - 1).div_ceil(4);
+            for q in 0..quads {
+                for first_thread in (0..256).step_by(8) {
+                    let mut groups: Vec<u64> = (first_thread..first_thread + 8)
+                        .map(|t| {
+                            let base = per_thread * t;
+                            let word = register_word_1d(base, mask_len)
+                                + register_word_1d(4 * q, mask_len);
+                            assert_eq!(word, register_word_1d(base + 4 * q, mask_len));
+                            assert!(word + 4 <= register_shared_words_1d(mask_len));
+                            (word / 4) % 8
+                        })
+                        .collect();
+                    groups.sort_unstable();
+                    groups.dedup();
+                    assert_eq!(groups.len(), 8, "{mask_len} taps, quad {q}");
+                }
+            }
+        }
+    }
+}

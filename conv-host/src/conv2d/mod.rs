@@ -714,4 +714,38 @@ mod tests {
         assert_eq!(register_threads_y(4096, 32, 132), REGISTER_BLOCK.1);
         assert_eq!(register_threads_y(1, 1, 132), 1);
     }
+
+    /// The wide kernel reads quad `q` of thread `t`'s window (first element `16 t`) at
+    /// `wide_word(16 t) + 4 q + 4 (q / 4)` and stages element `lane + 32 k` at
+    /// `wide_word(lane) + 40 k`: both must be the elements' own words, the 8 threads of a
+    /// quarter-warp must read 8 different groups of 4 banks, and every read stays in the row.
+    #[test]
+    fn wide_rows_give_compile_time_offsets_and_no_bank_conflicts() {
+        use crate::abi::wide_word;
+        for (width, channels) in [(1u64, 1u64), (9, 1), (9, 4), (31, 3), (31, 4)] {
+            let row_words = wide_row_words(width, channels);
+            let window = u64::from(WIDE_OUTPUTS) + (width - 1) * channels;
+            for q in 0..window.div_ceil(4) {
+                for first_thread in [0u64, 8] {
+                    let mut groups: Vec<u64> = (first_thread..first_thread + 8)
+                        .map(|t| {
+                            let word = wide_word(16 * t) + 4 * q + 4 * (q / 4);
+                            assert_eq!(word, wide_word(16 * t + 4 * q));
+                            assert!(word + 4 <= row_words, "{width} x {channels}");
+                            (word / 4) % 8
+                        })
+                        .collect();
+                    groups.sort_unstable();
+                    groups.dedup();
+                    assert_eq!(groups.len(), 8, "{width} x {channels}, quad {q}");
+                }
+            }
+            let staged = u64::from(WIDE_BLOCK.0 * WIDE_OUTPUTS) + (width - 1) * channels;
+            for rx in 0..staged {
+                let (lane, k) = (rx % 32, rx / 32);
+                assert_eq!(wide_word(rx), wide_word(lane) + 40 * k);
+                assert!(wide_word(rx) < row_words);
+            }
+        }
+    }
 }
