@@ -88,8 +88,8 @@ pub const REGISTER_MASKS: [u32; 3] = [3, 5, 7];
 /// See [`REGISTER_MASKS`].
 pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];
 /// Block of the wide register-tiled 2D kernels: threads along a row (each owning
-/// `WIDE_OUTPUTS` consecutive elements) and down the rows (one row each); small images get
-/// fewer rows of threads.
+/// `WIDE_OUTPUTS` consecutive elements) and down the rows (`WIDE_ROWS` rows each); masks whose
+/// staged region would leave one block per SM get fewer rows of threads.
 pub const WIDE_BLOCK: (u32, u32) = (16, 16);
 /// Consecutive elements of a row each thread of a wide register-tiled 2D kernel computes.
 pub const WIDE_OUTPUTS: u32 = 16;

@@ -397,19 +397,21 @@ specialised_entry_points!(
 
 /// Wide register-tiled design for wide masks, specialised at compile time on the mask width `W`
 /// and the channel count `C` (any mask height). A block of 16 x `threads_y` threads
-/// (`WIDE_BLOCK`, fewer rows for small images) owns 256 elements x `threads_y` rows of outputs
-/// and stages their input region (plus the halo, ghost cells by the boundary mode) in shared
-/// memory, each staged row padded by [`wide_word`] against bank conflicts; one barrier. Thread
-/// `(tx, ty)` then owns the `WIDE_OUTPUTS` = 16 consecutive elements `16 tx ..` of output row
-/// `ty`: for each mask row it holds the row's `W` taps in registers and streams its window
-/// (16 elements plus the `(W - 1) * C` halo) through 16-byte shared-memory reads, each value
-/// feeding every accumulator it belongs to, so a row costs `16 W` multiply-adds for `W` tap
-/// loads and `(16 + (W - 1) C) / 4` shared reads.
+/// (`WIDE_BLOCK`; fewer rows only where the staged region would not leave two blocks per SM)
+/// owns 256 elements x `2 threads_y` rows of outputs and stages their input region (plus the
+/// halo, ghost cells by the boundary mode) in shared memory warp by warp, each staged row
+/// padded by [`wide_word`] against bank conflicts; one barrier. Thread `(tx, ty)` then owns
+/// the `WIDE_OUTPUTS` = 16 consecutive elements `16 tx ..` of the `WIDE_ROWS` = 2 output rows
+/// `ty` and `ty + threads_y`: for each mask row it holds the row's `W` taps in registers and
+/// streams both windows (16 elements plus the `(W - 1) * C` halo) through 16-byte shared-memory
+/// reads, each value feeding every accumulator it belongs to, so a mask row costs `32 W`
+/// multiply-adds for `W` tap loads and `2 (16 + (W - 1) C) / 4` shared reads.
 ///
 /// # Safety
 /// As [`direct`]; `p.mask_w = W`, `p.channels = C`, the mask in `MASK`, blocks of 16 x
-/// `threads_y` threads with `p.out_tile_h = threads_y`, and the launch reserves
-/// `(threads_y + mask_h - 1) * wide_row_words(W, C) * 4` bytes of shared memory; `p.pitch` a
+/// `threads_y` threads (`threads_y` even: staging goes by whole warps) with `p.out_tile_h =
+/// 2 threads_y`, and the launch reserves
+/// `(2 threads_y + mask_h - 1) * wide_row_words(W, C) * 4` bytes of shared memory; `p.pitch` a
 /// multiple of 4 and the output buffer 16-byte aligned.
 ///
 /// [`wide_word`]: crate::abi::wide_word
