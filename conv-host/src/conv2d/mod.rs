@@ -715,6 +715,33 @@ mod tests {
         assert_eq!(register_threads_y(1, 1, 132), 1);
     }
 
+    /// The entry-point tables are written out (the plan hands out `&'static str` names); they
+    /// must list exactly the kernels `conv-kernels` declares for the abi's sizes, by its names.
+    #[test]
+    fn entry_point_tables_match_the_compiled_sizes() {
+        let expected = |sizes: &[u32], prefix: &str| -> Vec<(u32, u32, String)> {
+            sizes
+                .iter()
+                .flat_map(|&m| REGISTER_CHANNELS.iter().map(move |&c| (m, c)))
+                .map(|(m, c)| (m, c, format!("conv2d_{prefix}{m}_c{c}")))
+                .collect()
+        };
+        let listed = |table: &[(u32, u32, &str)]| -> Vec<(u32, u32, String)> {
+            table
+                .iter()
+                .map(|&(m, c, n)| (m, c, n.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            listed(&REGISTER_ENTRY_POINTS),
+            expected(&REGISTER_MASKS, "register_m")
+        );
+        assert_eq!(
+            listed(&WIDE_ENTRY_POINTS),
+            expected(&WIDE_MASK_WIDTHS, "wide_w")
+        );
+    }
+
     /// The wide kernel reads quad `q` of thread `t`'s window (first element `16 t`) at
     /// `wide_word(16 t) + 4 q + 4 (q / 4)` and stages element `lane + 32 k` at
     /// `wide_word(lane) + 40 k`: both must be the elements' own words, the 8 threads of a
