@@ -13,6 +13,8 @@ use crate::gpu::{
     clamp_keeping_nan, fma, load_global4, store_if, store2_if, store4_if, sync_threads,
     thread_idx_x, thread_idx_y, warp_ballot,
 };
+use crate::wide::{Padded, Staging, accumulate_window};
+use core::marker::PhantomData;
 
 /// The output clamp of these parameters.
 #[inline(always)]
@@ -425,7 +427,6 @@ unsafe fn register_wide<const W: usize, const C: usize>(
     const N: usize = WIDE_OUTPUTS as usize;
     const R: usize = WIDE_ROWS as usize;
     const { assert!(N % 16 == 0) };
-    let window = N + (W - 1) * C;
     let (tx, ty) = (thread_idx_x(), thread_idx_y());
     let threads = u64::from(WIDE_BLOCK.0) * block_dim_y();
     let tile_w = u64::from(WIDE_BLOCK.0) * N as u64;
@@ -449,12 +450,13 @@ unsafe fn register_wide<const W: usize, const C: usize>(
         && first_y >= 0
         && first_y as u64 + region_h <= height;
     let thread = ty * u64::from(WIDE_BLOCK.0) + tx;
-    let staging = Staging {
+    let staging = Staging::<Padded> {
         rows: region_h,
         row_words,
         lane: thread % 32,
         warp: thread / 32,
         warps: threads / 32,
+        layout: PhantomData,
     };
     if interior {
         // SAFETY: inside the image (`interior`).
@@ -477,22 +479,14 @@ unsafe fn register_wide<const W: usize, const C: usize>(
     for i in 0..mask_h {
         let taps: [f32; W] = core::array::from_fn(|j| ConstantMask.tap(i * W as u64 + j as u64));
         for (r, acc) in acc.iter_mut().enumerate() {
-            for q in 0..window.div_ceil(4) {
+            let window = row + r as u64 * row_step;
+            accumulate_window::<N, W, C>(acc, &taps, |q| {
                 // `x0` is a multiple of 16, so element `x0 + 4q` sits `4q + 4 (q / 4)` words on.
                 // SAFETY: row `ty + r * threads_y + i < region_h`; the quad lies inside the
                 // row's words (rounded up to 16 elements), stored before the barrier or in the
                 // padding, whose values feed nothing.
-                let at = row + r as u64 * row_step + (4 * q + 4 * (q / 4)) as u64;
-                let quad = unsafe { SharedTile::load4(at) };
-                for (d, &value) in quad.iter().enumerate() {
-                    let k = 4 * q + d;
-                    for (n, sum) in acc.iter_mut().enumerate() {
-                        if k >= n && (k - n) % C == 0 && (k - n) / C < W {
-                            *sum = fma(taps[(k - n) / C], value, *sum);
-                        }
-                    }
-                }
-            }
+                unsafe { SharedTile::load4(window + (4 * q + 4 * (q / 4)) as u64) }
+            });
         }
         row += row_words;
     }
@@ -527,75 +521,6 @@ unsafe fn register_wide<const W: usize, const C: usize>(
         store_rows(clamp);
     } else {
         store_rows(|sum, _| sum);
-    }
-}
-
-/// How a wide register-tiled block stages its input region in shared memory: each warp takes
-/// rows `warp, warp + warps, ...` of the region and, in each, the elements `lane + 32 k`, all
-/// of a row's loads issued before its stores. Rows are laid out by [`wide_word`], so element
-/// `lane + 32 k` sits `40 k` words after element `lane`: compile-time offsets for the region's
-/// compile-time width.
-///
-/// [`wide_word`]: crate::abi::wide_word
-struct Staging {
-    rows: u64,
-    row_words: u64,
-    lane: u64,
-    warp: u64,
-    warps: u64,
-}
-
-/// Most 32-element columns of a staged region: 256 elements and the halo of a 31-wide mask over
-/// 4 channels.
-const MAX_STAGED_COLUMNS: usize = (256 + 30 * 4usize).div_ceil(32);
-
-impl Staging {
-    /// Stages the region of a mask `W` wide over `C` channels, `value(ry, rx)` giving element `rx`
-    /// of region row `ry`: a row's loads, unrolled, before its stores.
-    #[inline(always)]
-    fn interior<const W: usize, const C: usize>(&self, value: impl Fn(u64, u64) -> f32) {
-        use crate::abi::{WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
-        let width = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize + (W - 1) * C;
-        let columns = width.div_ceil(32);
-        const { assert!(MAX_STAGED_COLUMNS * 32 >= 256 + 30 * 4) };
-        let first_word = wide_word(self.lane);
-        let mut ry = self.warp;
-        while ry < self.rows {
-            let mut values = [0.0f32; MAX_STAGED_COLUMNS];
-            for (k, staged) in values.iter_mut().enumerate().take(columns) {
-                let rx = self.lane + 32 * k as u64;
-                if rx < width as u64 {
-                    *staged = value(ry, rx);
-                }
-            }
-            let row = ry * self.row_words + first_word;
-            for (k, &staged) in values.iter().enumerate().take(columns) {
-                if self.lane + 32 * (k as u64) < width as u64 {
-                    // SAFETY: row `ry < rows`, element `lane + 32 k < width`: inside the
-                    // block's reserved rows.
-                    unsafe { SharedTile::store(row + 40 * k as u64, staged) };
-                }
-            }
-            ry += self.warps;
-        }
-    }
-
-    /// Stages a region `width` elements wide one element at a time: the border blocks, whose
-    /// every read goes through the boundary mode (unrolled, those reads would take more
-    /// registers than the kernel has).
-    #[inline(always)]
-    fn border(&self, width: u64, value: impl Fn(u64, u64) -> f32) {
-        use crate::abi::wide_word;
-        let mut ry = self.warp;
-        while ry < self.rows {
-            let mut rx = self.lane;
-            while rx < width {
-                // SAFETY: row `ry < rows`, element `rx < width`: inside the reserved rows.
-                unsafe { SharedTile::store(ry * self.row_words + wide_word(rx), value(ry, rx)) };
-                rx += 32;
-            }
-            ry += self.warps;
-        }
     }
 }
 

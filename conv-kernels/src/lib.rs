@@ -8,7 +8,8 @@
 //! - [`abi`]: launch parameters shared, source for source, with the host launcher;
 //! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
 //! - [`conv1d`], [`conv2d`]: the kernels;
-//! - [`separable`]: the fused two-pass kernels for separable 2D masks.
+//! - [`separable`]: the fused two-pass kernels for separable 2D masks;
+//! - [`wide`]: the staging and window arithmetic the wide designs share.
 #![no_std]
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
 #![allow(internal_features)]
@@ -39,6 +40,7 @@ pub mod conv1d;
 pub mod conv2d;
 pub mod gpu;
 pub mod separable;
+pub mod wide;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.
 #[panic_handler]

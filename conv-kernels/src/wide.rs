@@ -1,0 +1,134 @@
+//! Building blocks of the wide designs (the wide register-tiled 2D kernels and the wide
+//! separable kernels): a block's threads own 16 consecutive outputs of a row each, 256 elements
+//! per block row, and read their windows from a region staged in shared memory.
+//!
+//! - [`Staging`]: how a block stages its region (256 elements plus a mask's halo, some rows),
+//!   warp by warp, every load of a row in flight before its stores;
+//! - [`accumulate_window`]: how a thread applies one mask row to its window, each value read
+//!   once (16 bytes at a time) feeding every output it belongs to.
+
+use crate::abi::{WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
+use crate::gpu::{SharedTile, fma};
+
+/// Elements along a row that a wide block produces.
+pub const TILE_ELEMENTS: usize = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize;
+
+/// Where element `x` of a staged row sits, in words from the row's start.
+pub trait RowLayout {
+    /// Words from element `x` to element `x + 32`, whatever `x` (so a warp's staging offsets
+    /// are compile-time constants).
+    const COLUMN_WORDS: u64;
+    /// The word of element `x`.
+    fn word(x: u64) -> u64;
+}
+
+/// Rows padded by [`wide_word`]: 4 words after every 16 elements, for threads of a
+/// quarter-warp that read 16-byte windows 16 elements apart in the same row.
+pub struct Padded;
+
+impl RowLayout for Padded {
+    const COLUMN_WORDS: u64 = 40;
+    #[inline(always)]
+    fn word(x: u64) -> u64 {
+        wide_word(x)
+    }
+}
+
+/// Unpadded rows, for blocks whose quarter-warps read the same elements of different rows
+/// (the row stride keeps those apart).
+pub struct Plain;
+
+impl RowLayout for Plain {
+    const COLUMN_WORDS: u64 = 32;
+    #[inline(always)]
+    fn word(x: u64) -> u64 {
+        x
+    }
+}
+
+/// How a wide block stages its input region in shared memory: each warp takes rows `warp,
+/// warp + warps, ...` of the region and, in each, the elements `lane + 32 k`, all of a row's
+/// loads issued before its stores. Row `ry` starts at word `ry * row_words`, its elements laid
+/// out by `L`.
+pub struct Staging<L: RowLayout> {
+    pub rows: u64,
+    pub row_words: u64,
+    pub lane: u64,
+    pub warp: u64,
+    pub warps: u64,
+    pub layout: core::marker::PhantomData<L>,
+}
+
+/// Most 32-element columns of a staged region: 256 elements and the halo of a 31-wide mask over
+/// 4 channels.
+const MAX_STAGED_COLUMNS: usize = (TILE_ELEMENTS + 30 * 4).div_ceil(32);
+
+impl<L: RowLayout> Staging<L> {
+    /// Stages the region of a mask `W` wide over `C` channels, `value(ry, rx)` giving element `rx`
+    /// of region row `ry`: a row's loads, unrolled, before its stores.
+    #[inline(always)]
+    pub fn interior<const W: usize, const C: usize>(&self, value: impl Fn(u64, u64) -> f32) {
+        let width = TILE_ELEMENTS + (W - 1) * C;
+        let columns = width.div_ceil(32);
+        const { assert!(W <= 31 && C <= 4) };
+        let first_word = L::word(self.lane);
+        let mut ry = self.warp;
+        while ry < self.rows {
+            let mut values = [0.0f32; MAX_STAGED_COLUMNS];
+            for (k, staged) in values.iter_mut().enumerate().take(columns) {
+                let rx = self.lane + 32 * k as u64;
+                if rx < width as u64 {
+                    *staged = value(ry, rx);
+                }
+            }
+            let row = ry * self.row_words + first_word;
+            for (k, &staged) in values.iter().enumerate().take(columns) {
+                if self.lane + 32 * (k as u64) < width as u64 {
+                    // SAFETY: row `ry < rows`, element `lane + 32 k < width`: inside the
+                    // block's reserved rows.
+                    unsafe { SharedTile::store(row + L::COLUMN_WORDS * k as u64, staged) };
+                }
+            }
+            ry += self.warps;
+        }
+    }
+
+    /// Stages a region `width` elements wide one element at a time: the border blocks, whose
+    /// every read goes through the boundary mode (unrolled, those reads would take more
+    /// registers than the kernels have).
+    #[inline(always)]
+    pub fn border(&self, width: u64, value: impl Fn(u64, u64) -> f32) {
+        let mut ry = self.warp;
+        while ry < self.rows {
+            let mut rx = self.lane;
+            while rx < width {
+                // SAFETY: row `ry < rows`, element `rx < width`: inside the reserved rows.
+                unsafe { SharedTile::store(ry * self.row_words + L::word(rx), value(ry, rx)) };
+                rx += 32;
+            }
+            ry += self.warps;
+        }
+    }
+}
+
+/// Applies one mask row, `taps` (`W` taps over `C` interleaved channels), to a window of
+/// `N + (W - 1) C` consecutive elements that `quad(q)` returns 4 at a time (elements
+/// `4q .. 4q + 4`), adding output `n`'s products (elements `n + j C`) to `acc[n]`. Fully
+/// unrolled: each value, read once, feeds every accumulator it belongs to.
+#[inline(always)]
+pub fn accumulate_window<const N: usize, const W: usize, const C: usize>(
+    acc: &mut [f32; N],
+    taps: &[f32; W],
+    quad: impl Fn(usize) -> [f32; 4],
+) {
+    for q in 0..(N + (W - 1) * C).div_ceil(4) {
+        for (d, &value) in quad(q).iter().enumerate() {
+            let k = 4 * q + d;
+            for (n, sum) in acc.iter_mut().enumerate() {
+                if k >= n && (k - n) % C == 0 && (k - n) / C < W {
+                    *sum = fma(taps[(k - n) / C], value, *sum);
+                }
+            }
+        }
+    }
+}
