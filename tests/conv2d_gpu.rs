@@ -578,9 +578,10 @@ fn separable_small_cases() {
 fn separable_kernels_match_the_reference() {
     let (mut rng, seed) = rng("separable");
     let mut runs = 0;
-    // The specialised square sizes, general ones (rectangular, beyond 31, a single row or
+    // The wide kernels' square sizes, general ones (rectangular, beyond 31, a single row or
     // column) and masks larger than the image; images narrower and wider than one strip
-    // (128 elements), shorter and taller than one block (256 rows), every channel count.
+    // (128 elements for the general kernel, 256 for the wide ones), shorter and taller than one
+    // block, every channel count.
     let masks = [
         (3, 3),
         (5, 5),
@@ -624,6 +625,25 @@ fn separable_kernels_match_the_reference() {
         let mask = random_separable_mask(&mut rng, shape);
         check_separable(&mut rng, &mask, 1, (2304, 8192));
         runs += 1;
+    }
+    // The wide kernels over several strips and block rows of several steps each (blocks of
+    // `32 k - (M - 1)` rows), clamped or not.
+    for shape in [(9, 9), (15, 15), (31, 31)] {
+        let mask = random_separable_mask(&mut rng, shape);
+        for channels in [1, 3, 4] {
+            check_separable(&mut rng, &mask, channels, (1500, 700 / channels));
+            runs += 1;
+        }
+        let image = random_array3(&mut rng, (777, 530, 1));
+        let clamped = Conv2dOptions {
+            clamp: Some(Clamp { lo: -0.1, hi: 0.2 }),
+            mode: BoundaryMode::Wrap,
+            kernel: Kernel::Separable,
+            ..Default::default()
+        };
+        let got = gpu2d(image.view(), mask.view(), &clamped, false).unwrap();
+        expected2d(image.view(), mask.view(), &clamped, false)
+            .check(got.view(), &format!("clamped separable {shape:?}"));
     }
     // Clamping, single-channel arrays and the Gaussian filter, which Auto runs as two passes.
     let image = random_array3(&mut rng, (513, 301, 1)).index_axis_move(Axis(2), 0);

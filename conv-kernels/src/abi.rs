@@ -178,6 +178,50 @@ impl SeparableLayout {
     }
 }
 
+/// Output elements along a row of a wide separable block (256 threads): 16 outputs per thread
+/// in the row pass, as in the wide register-tiled kernels.
+pub const SEPARABLE_WIDE_STRIP: u32 = 256;
+/// Input rows a wide separable block stages and filters along the row per step.
+pub const SEPARABLE_WIDE_CHUNK_ROWS: u32 = 32;
+/// Words per ring row of a wide separable block: the strip and 4 padding words, an odd number
+/// of 16-byte quads, so that 8 rows' quads at the same element fall on 8 different groups of
+/// 4 banks.
+pub const SEPARABLE_WIDE_RING_ROW_WORDS: u64 = SEPARABLE_WIDE_STRIP as u64 + 4;
+
+/// Shared memory of a wide separable block, in `f32` words: the step's staged input rows, the
+/// ring of row-filtered rows, and a table of the staged columns' folded offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeparableWideLayout {
+    /// Words per staged input row: the strip and the halo, rounded up to an odd number of
+    /// 16-byte quads (8 rows' quads at the same element fall on 8 groups of banks).
+    pub staged_row_words: u64,
+    /// Rows of the ring: a step's rows and the `mask - 1` before them that its column pass
+    /// still reads.
+    pub ring_rows: u64,
+    /// First word of the table of folded staged columns (border strips), after the ring.
+    pub column_table: u64,
+    /// Total words.
+    pub words: u64,
+}
+
+impl SeparableWideLayout {
+    /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels.
+    pub const fn new(mask: u64, channels: u64) -> Self {
+        let staged = SEPARABLE_WIDE_STRIP as u64 + (mask - 1) * channels;
+        let quads = staged.div_ceil(4);
+        let staged_row_words = 4 * (quads | 1);
+        let chunk = SEPARABLE_WIDE_CHUNK_ROWS as u64;
+        let ring_rows = chunk + mask - 1;
+        let column_table = chunk * staged_row_words + ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
+        Self {
+            staged_row_words,
+            ring_rows,
+            column_table,
+            words: column_table + 4 * quads,
+        }
+    }
+}
+
 /// Scalar parameters of every 2D kernel, passed by value.
 ///
 /// Images are `height` rows of `width * channels` interleaved `f32` elements, rows `pitch`

@@ -152,6 +152,28 @@ impl Plane {
         }
     }
 
+    /// Offset within a row of element `element` (= `x * channels + c`, may lie outside), or
+    /// `None` for a constant ghost cell.
+    #[inline(always)]
+    pub fn column(self, element: i64) -> Option<u64> {
+        let channels = self.channels as i64;
+        let x = floor_div(element, channels);
+        let c = (element - x * channels) as u64;
+        fold_axis(x, self.width, self.mode).map(|x| x as u64 * self.channels + c)
+    }
+
+    /// The element at a row from [`Plane::row`] and a column from [`Plane::column`]. Ghost
+    /// cells read element (0, 0) and discard it, so the load needs no branch and a warp's
+    /// loads all go out before the first of them returns.
+    #[inline(always)]
+    pub fn at(self, row: Option<u64>, column: Option<u64>) -> f32 {
+        let inside = row.is_some() && column.is_some();
+        let offset = row.unwrap_or(0) + column.unwrap_or(0);
+        // SAFETY: the row and the column were folded into the image, or both are 0.
+        let value = unsafe { *self.data.add(if inside { offset } else { 0 } as usize) };
+        if inside { value } else { self.cval }
+    }
+
     /// Element `element` (= `x * channels + c`, may lie outside) of a row from [`Plane::row`].
     #[inline(always)]
     pub fn element_in_row(self, row: Option<u64>, element: i64) -> f32 {

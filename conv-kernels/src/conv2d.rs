@@ -460,9 +460,10 @@ unsafe fn register_wide<const W: usize, const C: usize>(
     };
     if interior {
         // SAFETY: inside the image (`interior`).
-        staging.interior::<W, C>(|ry, rx| unsafe {
-            *input.add(((first_y as u64 + ry) * p.pitch + first_e as u64 + rx) as usize)
-        });
+        staging.interior::<W, C, 1, _>(
+            |ry| (first_y as u64 + ry) * p.pitch + first_e as u64 + staging.lane,
+            |row, k| unsafe { *input.add((row + 32 * k as u64) as usize) },
+        );
     } else {
         staging.border(region_w, |ry, rx| {
             let e = first_e + rx as i64;

@@ -255,6 +255,26 @@ impl SharedTile {
         }
     }
 
+    /// Writes elements `index..index + 4` with one 16-byte access.
+    ///
+    /// # Safety
+    /// `index` is a multiple of 4 and `index + 4` is within the reserved count.
+    #[inline(always)]
+    pub unsafe fn store4(index: u64, [a, b, c, d]: [f32; 4]) {
+        // SAFETY: in bounds and 16-byte aligned (the symbol is `.align 16`) by the contract.
+        unsafe {
+            asm!(
+                "st.shared.v4.f32 [{addr}], {{{a}, {b}, {c}, {d}}};",
+                addr = in(reg64) Self::address(index),
+                a = in(reg32) a,
+                b = in(reg32) b,
+                c = in(reg32) c,
+                d = in(reg32) d,
+                options(nostack),
+            );
+        }
+    }
+
     /// Reads elements `index..index + 4` with one 16-byte access.
     ///
     /// # Safety
@@ -269,6 +289,41 @@ impl SharedTile {
                 Self::address(index)
             )
         }
+    }
+
+    /// The 32-bit shared-window address of element `index`, for [`SharedTile::load4_at`]:
+    /// addresses chosen among precomputed ones cost no 64-bit arithmetic per access.
+    #[inline(always)]
+    pub fn address32(index: u64) -> u32 {
+        let base: u32;
+        // SAFETY: takes the shared-window address of the dynamic shared-memory symbol, which
+        // fits in 32 bits (the shared window is at most 228 KiB).
+        unsafe {
+            asm!("mov.u32 {base}, DYNAMIC_SMEM;", base = out(reg32) base, options(pure, nomem, nostack));
+        }
+        base + index as u32 * 4
+    }
+
+    /// Reads the 4 elements at shared-window address `address` with one 16-byte access.
+    ///
+    /// # Safety
+    /// As [`SharedTile::load4`] for the element whose [`SharedTile::address32`] is `address`.
+    #[inline(always)]
+    pub unsafe fn load4_at(address: u32) -> [f32; 4] {
+        let (a, b, c, d): (f32, f32, f32, f32);
+        // SAFETY: in bounds and 16-byte aligned by the contract.
+        unsafe {
+            asm!(
+                "ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{addr}];",
+                addr = in(reg32) address,
+                a = out(reg32) a,
+                b = out(reg32) b,
+                c = out(reg32) c,
+                d = out(reg32) d,
+                options(pure, readonly, nostack),
+            );
+        }
+        [a, b, c, d]
     }
 
     /// Reads element `index`.

@@ -8,7 +8,8 @@
 //! - [`abi`]: launch parameters shared, source for source, with the host launcher;
 //! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
 //! - [`conv1d`], [`conv2d`]: the kernels;
-//! - [`separable`]: the fused two-pass kernels for separable 2D masks;
+//! - [`separable`], [`separable_wide`]: the fused two-pass kernels for separable 2D masks
+//!   (any shape; square masks of the common sizes);
 //! - [`wide`]: the staging and window arithmetic the wide designs share.
 #![no_std]
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
@@ -40,6 +41,7 @@ pub mod conv1d;
 pub mod conv2d;
 pub mod gpu;
 pub mod separable;
+pub mod separable_wide;
 pub mod wide;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.

@@ -1,13 +1,14 @@
-//! Fused two-pass kernels for separable (rank-1) 2D masks, `mask[i][j] = column[i] * row[j]`:
-//! a row pass and a column pass inside one kernel, the row-filtered rows kept in shared memory
-//! (never written to device memory).
+//! The general fused two-pass kernel for separable (rank-1) 2D masks of any shape,
+//! `mask[i][j] = column[i] * row[j]`: a row pass and a column pass inside one kernel, the
+//! row-filtered rows kept in shared memory (never written to device memory). Square masks of the
+//! common sizes run the faster [`separable_wide`](crate::separable_wide) kernels.
 //!
 //! Block and tiling: `SEPARABLE_THREADS` = 256 threads own a column strip of
 //! `separable_strip(channels)` output elements (128 for one channel) and `out_tile_h` output
 //! rows, and walk down those rows in steps of `SEPARABLE_CHUNK_ROWS` = 16 input rows:
 //!
 //! 1. stage the step's 16 input rows, strip plus `(mask_w - 1) * channels` halo elements, in
-//!    shared memory (the next step's values are loaded into registers while this step computes);
+//!    shared memory;
 //! 2. row pass: each thread filters 8 same-channel outputs of one staged row, sliding a register
 //!    window along it, and writes them to a ring of row-filtered rows in shared memory;
 //! 3. column pass: each thread filters 8 consecutive output rows of one element column from the
@@ -32,8 +33,6 @@ const THREADS: usize = SEPARABLE_THREADS as usize;
 const WARPS: usize = THREADS / 32;
 const CHUNK: usize = SEPARABLE_CHUNK_ROWS as usize;
 const OUTPUTS: usize = SEPARABLE_OUTPUTS as usize;
-/// Registers per thread for the next step's input values (16 rows of up to 256 elements).
-const MAX_PREFETCH: usize = 16;
 
 /// The geometry of one block, from the launch parameters (or the compile-time sizes).
 #[derive(Clone, Copy)]
@@ -83,22 +82,6 @@ impl Block {
         ((CHUNK * self.row_words) + slot * self.strip + x) as u64
     }
 
-    /// Staged values per thread: warp `w` stages rows `w` and `w + 8` of a step, its lanes 32
-    /// elements apart.
-    #[inline(always)]
-    fn slots(self) -> usize {
-        CHUNK / WARPS * self.input_width.div_ceil(32)
-    }
-
-    /// The staged `(row, x)` of this thread's staging slot `s`, if it lies inside the row.
-    #[inline(always)]
-    fn staging_slot(self, thread: usize, s: usize) -> Option<(usize, usize)> {
-        let per_row = self.input_width.div_ceil(32);
-        let row = thread / 32 + s / per_row * WARPS;
-        let x = thread % 32 + s % per_row * 32;
-        (x < self.input_width).then_some((row, x))
-    }
-
     /// Whether step `step`'s staged region lies inside the image.
     #[inline(always)]
     fn interior(self, step: usize) -> bool {
@@ -138,75 +121,31 @@ impl Source {
         }
     }
 
-    /// This thread's values of step `step` into registers, if the step is interior; boundary
-    /// steps are staged when they are due (`stage`), which keeps the boundary code's registers
-    /// out of the compute passes.
-    ///
-    /// # Safety
-    /// As [`Source::fetch`].
-    #[inline(always)]
-    unsafe fn prefetch(
-        self,
-        block: Block,
-        step: usize,
-        thread: usize,
-        values: &mut [f32; MAX_PREFETCH],
-    ) {
-        if block.interior(step) {
-            for (s, value) in values.iter_mut().enumerate().take(block.slots()) {
-                if let Some(at) = block.staging_slot(thread, s) {
-                    // SAFETY: forwarded contract.
-                    *value = unsafe { self.fetch(block, step, true, at) };
-                }
-            }
-        }
-    }
-
-    /// Stages step `step` in shared memory: from `prefetched` registers if the step is interior
-    /// and they hold it, else from the image, element by element with the boundary rule.
-    /// `rolled_width` is the staged width taken from the launch parameters: the compiler cannot
-    /// unroll that loop, whose boundary folding, unrolled, needed 190 registers per thread.
+    /// Stages step `step` in shared memory, element by element (the boundary rule only in
+    /// steps that reach past the image). `rolled_width` is the staged width taken from the
+    /// launch parameters: the compiler cannot unroll that loop, whose boundary folding,
+    /// unrolled, needed 190 registers per thread.
     ///
     /// # Safety
     /// As [`Source::fetch`]; `rolled_width = block.input_width`; no thread reads the staged rows
     /// until the next barrier.
     #[inline(always)]
-    unsafe fn stage(
-        self,
-        block: Block,
-        step: usize,
-        thread: usize,
-        prefetched: Option<&[f32; MAX_PREFETCH]>,
-        rolled_width: usize,
-    ) {
+    unsafe fn stage(self, block: Block, step: usize, thread: usize, rolled_width: usize) {
         let interior = block.interior(step);
-        match prefetched {
-            Some(values) if interior => {
-                for (s, &value) in values.iter().enumerate().take(block.slots()) {
-                    if let Some((row, x)) = block.staging_slot(thread, s) {
-                        // SAFETY: `row < CHUNK`, `x < input_width`: inside the staged rows.
-                        unsafe { SharedTile::store(block.staged(row, x), value) };
-                    }
-                }
+        let mut index = thread;
+        while index < CHUNK * rolled_width {
+            let (row, x) = (index / rolled_width, index % rolled_width);
+            // SAFETY: forwarded contract; `row < CHUNK`, `x < input_width`.
+            unsafe {
+                let value = self.fetch(block, step, interior, (row, x));
+                SharedTile::store(block.staged(row, x), value);
             }
-            _ => {
-                let mut index = thread;
-                while index < CHUNK * rolled_width {
-                    let (row, x) = (index / rolled_width, index % rolled_width);
-                    // SAFETY: forwarded contract; `row < CHUNK`, `x < input_width`.
-                    unsafe {
-                        let value = self.fetch(block, step, interior, (row, x));
-                        SharedTile::store(block.staged(row, x), value);
-                    }
-                    index += THREADS;
-                }
-            }
+            index += THREADS;
         }
     }
 }
 
-/// The fused separable design; `M` and `C` are the compile-time mask size and channel count, or
-/// 0 for sizes taken from `p` (any `mask_h x mask_w`, any channel count).
+/// The fused separable design for any mask shape and channel count, sizes from `p`.
 ///
 /// # Safety
 /// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the row
@@ -214,17 +153,8 @@ impl Source {
 /// `(SEPARABLE_THREADS, 1)` block with `SeparableLayout::new(..).words * 4` bytes of shared
 /// memory.
 #[inline(always)]
-unsafe fn separable<const M: usize, const C: usize>(
-    input: *const f32,
-    output: *mut f32,
-    p: &Conv2dParams,
-) {
-    const { assert!(M <= 31 && C <= 4) };
-    let (mask_h, mask_w, channels) = if M > 0 {
-        (M, M, C)
-    } else {
-        (p.mask_h as usize, p.mask_w as usize, p.channels as usize)
-    };
+unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
+    let (mask_h, mask_w, channels) = (p.mask_h as usize, p.mask_w as usize, p.channels as usize);
     let layout = SeparableLayout::new(mask_h as u64, mask_w as u64, channels as u64);
     let strip = separable_strip(channels as u64) as usize;
     let rows_per_block = p.out_tile_h as usize;
@@ -261,22 +191,11 @@ unsafe fn separable<const M: usize, const C: usize>(
         input,
         pitch: p.pitch as usize,
     };
-    // With compile-time sizes the next step's values wait in registers while this step computes.
-    let prefetch = M > 0 && block.slots() <= MAX_PREFETCH;
-    let rolled_width = (strip + (p.mask_w as usize - 1) * p.channels as usize).max(1);
-    let mut next = [0.0f32; MAX_PREFETCH];
-    if prefetch {
-        // SAFETY: `source` describes `input` (caller).
-        unsafe { source.prefetch(block, 0, thread, &mut next) };
-    }
+    let rolled_width = block.input_width.max(1);
     for step in 0..steps {
         // SAFETY: as above; the previous step's row pass ended at the last barrier.
-        unsafe { source.stage(block, step, thread, prefetch.then_some(&next), rolled_width) };
+        unsafe { source.stage(block, step, thread, rolled_width) };
         sync_threads();
-        if prefetch && step + 1 < steps {
-            // SAFETY: as above.
-            unsafe { source.prefetch(block, step + 1, thread, &mut next) };
-        }
         row_pass(block, step, thread);
         sync_threads();
         // SAFETY: forwarded contract of `output`.
@@ -366,25 +285,18 @@ unsafe fn column_pass(
     }
 }
 
-specialised_entry_points!(
-    separable, "Fused separable 2D kernel (see the module documentation; sizes 0 come from the launch parameters):":
-    (conv2d_separable, 0, 0),
-    (conv2d_separable_m3_c1, 3, 1),
-    (conv2d_separable_m3_c3, 3, 3),
-    (conv2d_separable_m3_c4, 3, 4),
-    (conv2d_separable_m5_c1, 5, 1),
-    (conv2d_separable_m5_c3, 5, 3),
-    (conv2d_separable_m5_c4, 5, 4),
-    (conv2d_separable_m7_c1, 7, 1),
-    (conv2d_separable_m7_c3, 7, 3),
-    (conv2d_separable_m7_c4, 7, 4),
-    (conv2d_separable_m9_c1, 9, 1),
-    (conv2d_separable_m9_c3, 9, 3),
-    (conv2d_separable_m9_c4, 9, 4),
-    (conv2d_separable_m15_c1, 15, 1),
-    (conv2d_separable_m15_c3, 15, 3),
-    (conv2d_separable_m15_c4, 15, 4),
-    (conv2d_separable_m31_c1, 31, 1),
-    (conv2d_separable_m31_c3, 31, 3),
-    (conv2d_separable_m31_c4, 31, 4),
-);
+/// Fused separable 2D kernel for any mask shape and channel count (see the module
+/// documentation); square masks of `SEPARABLE_MASKS` over 1, 3 or 4 channels run the wide
+/// design instead.
+///
+/// # Safety
+/// As `separable`.
+#[unsafe(no_mangle)]
+pub unsafe extern "ptx-kernel" fn conv2d_separable(
+    input: *const f32,
+    output: *mut f32,
+    p: Conv2dParams,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { separable(input, output, &p) }
+}

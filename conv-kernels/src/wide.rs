@@ -61,35 +61,47 @@ pub struct Staging<L: RowLayout> {
 
 /// Most 32-element columns of a staged region: 256 elements and the halo of a 31-wide mask over
 /// 4 channels.
-const MAX_STAGED_COLUMNS: usize = (TILE_ELEMENTS + 30 * 4).div_ceil(32);
+pub const MAX_STAGED_COLUMNS: usize = (TILE_ELEMENTS + 30 * 4).div_ceil(32);
 
 impl<L: RowLayout> Staging<L> {
-    /// Stages the region of a mask `W` wide over `C` channels, `value(ry, rx)` giving element `rx`
-    /// of region row `ry`: a row's loads, unrolled, before its stores.
+    /// Stages the region of a mask `W` wide over `C` channels: `row(ry)` prepares region row
+    /// `ry` once (its address, or its boundary fold), `value(prepared, k)` gives its element
+    /// `lane + 32 k` (`k` a compile-time constant of the unrolled loop). `ROWS` of the warp's
+    /// rows at a time, their loads issued before any of their stores.
     #[inline(always)]
-    pub fn interior<const W: usize, const C: usize>(&self, value: impl Fn(u64, u64) -> f32) {
+    pub fn interior<const W: usize, const C: usize, const ROWS: usize, T: Copy>(
+        &self,
+        row: impl Fn(u64) -> T,
+        value: impl Fn(T, usize) -> f32,
+    ) {
         let width = TILE_ELEMENTS + (W - 1) * C;
         let columns = width.div_ceil(32);
-        const { assert!(W <= 31 && C <= 4) };
+        const { assert!(W <= 31 && C <= 4 && ROWS >= 1) };
         let first_word = L::word(self.lane);
         let mut ry = self.warp;
         while ry < self.rows {
-            let mut values = [0.0f32; MAX_STAGED_COLUMNS];
-            for (k, staged) in values.iter_mut().enumerate().take(columns) {
-                let rx = self.lane + 32 * k as u64;
-                if rx < width as u64 {
-                    *staged = value(ry, rx);
+            let mut values = [[0.0f32; MAX_STAGED_COLUMNS]; ROWS];
+            for (n, staged_row) in values.iter_mut().enumerate() {
+                let ry = ry + (n as u64) * self.warps;
+                let prepared = row(ry);
+                for (k, staged) in staged_row.iter_mut().enumerate().take(columns) {
+                    if ry < self.rows && self.lane + 32 * (k as u64) < width as u64 {
+                        *staged = value(prepared, k);
+                    }
                 }
             }
-            let row = ry * self.row_words + first_word;
-            for (k, &staged) in values.iter().enumerate().take(columns) {
-                if self.lane + 32 * (k as u64) < width as u64 {
-                    // SAFETY: row `ry < rows`, element `lane + 32 k < width`: inside the
-                    // block's reserved rows.
-                    unsafe { SharedTile::store(row + L::COLUMN_WORDS * k as u64, staged) };
+            for (n, staged_row) in values.iter().enumerate() {
+                let ry = ry + (n as u64) * self.warps;
+                let words = ry * self.row_words + first_word;
+                for (k, &staged) in staged_row.iter().enumerate().take(columns) {
+                    if ry < self.rows && self.lane + 32 * (k as u64) < width as u64 {
+                        // SAFETY: row `ry < rows`, element `lane + 32 k < width`: inside the
+                        // block's reserved rows.
+                        unsafe { SharedTile::store(words + L::COLUMN_WORDS * k as u64, staged) };
+                    }
                 }
             }
-            ry += self.warps;
+            ry += ROWS as u64 * self.warps;
         }
     }
 

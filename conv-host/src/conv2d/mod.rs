@@ -451,6 +451,11 @@ impl Engine {
         let blocks_x = (elements + shift).div_ceil(u64::from(plan.output_tile.0));
         let sms = device.multiprocessor_count;
         let (tile_h, block, shared_memory_bytes) = match plan.kernel {
+            Kernel::Separable if separable::is_wide(plan) => (
+                separable::wide_rows_per_block(height, blocks_x, mask.rows, sms),
+                plan.block,
+                plan.shared_memory_bytes,
+            ),
             Kernel::Separable => (
                 separable::rows_per_block(height, blocks_x, sms),
                 plan.block,

@@ -1,7 +1,10 @@
 //! Separable (rank-1) 2D masks: detection, and the plan of the fused two-pass kernel.
 
 use super::{Mask2d, square_entry_point};
-use crate::abi::{MASK_CAPACITY, SEPARABLE_THREADS, SeparableLayout, separable_strip};
+use crate::abi::{
+    MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP,
+    SeparableLayout, SeparableWideLayout, separable_strip,
+};
 use crate::engine::DeviceInfo;
 use crate::error::{ConvError, Result};
 use crate::options::Kernel;
@@ -17,13 +20,44 @@ pub const SEPARABLE_TOLERANCE: f64 = 4.0 * f32::EPSILON as f64;
 /// outputs, so taller blocks waste less; 256 still gives 2,048 blocks for an 8192^2 image.
 const ROWS_PER_BLOCK: u32 = 256;
 
-/// Output rows per separable block for an image of `height` rows and `strips` column strips:
-/// `ROWS_PER_BLOCK`, or fewer (down to one 16-row step) where that would leave fewer than four
-/// blocks per SM, so small images still fill the GPU.
+/// Output rows per block of the general separable kernel for an image of `height` rows and
+/// `strips` column strips: `ROWS_PER_BLOCK`, or fewer (down to one 16-row step) where that
+/// would leave fewer than four blocks per SM, so small images still fill the GPU.
 pub(crate) fn rows_per_block(height: u32, strips: u64, multiprocessors: u32) -> u32 {
     let block_rows = (4 * u64::from(multiprocessors)).div_ceil(strips.max(1));
     let rows = u64::from(height).div_ceil(block_rows).next_multiple_of(16);
     rows.clamp(16, u64::from(ROWS_PER_BLOCK)) as u32
+}
+
+/// Blocks of a wide separable kernel that run at once on an SM: the `.minnctapersm 2` their
+/// register budget is built for (their shared memory, at most 111 KiB, allows it on Hopper).
+const WIDE_BLOCKS_PER_SM: u64 = 2;
+
+/// Output rows per block of a wide separable kernel for an image of `height` rows, `strips`
+/// column strips and a mask `mask` rows tall: `32 k - (mask - 1)` rows, so that every one of a
+/// block's `k` steps of 32 input rows is output or halo, with the `k` that minimises the
+/// estimated time, (waves of `WIDE_BLOCKS_PER_SM` blocks per SM) x `k`, the shortest blocks
+/// among equals (they balance better over the SMs).
+pub(crate) fn wide_rows_per_block(
+    height: u32,
+    strips: u64,
+    mask: usize,
+    multiprocessors: u32,
+) -> u32 {
+    let chunk = u64::from(SEPARABLE_WIDE_CHUNK_ROWS);
+    let (height, halo) = (u64::from(height).max(1), mask as u64 - 1);
+    let slots = WIDE_BLOCKS_PER_SM * u64::from(multiprocessors).max(1);
+    let steps_for_all = (height + halo).div_ceil(chunk);
+    let cost = |steps: u64| {
+        let rows = steps * chunk - halo;
+        let blocks = strips.max(1) * height.div_ceil(rows);
+        blocks.div_ceil(slots) * steps
+    };
+    let steps = (1..=steps_for_all)
+        .filter(|&steps| steps * chunk > halo)
+        .min_by_key(|&steps| (cost(steps), steps))
+        .unwrap_or(steps_for_all);
+    (steps * chunk - halo).min(u64::from(u32::MAX)) as u32
 }
 
 /// The factors of a rank-1 mask, `mask[i][j] = column[i] * row[j]`, in the order the kernel
@@ -52,10 +86,17 @@ pub(crate) fn factor(mask: &Mask2d) -> Option<Vec<f32>> {
     rank_one.then(|| row.iter().chain(&column).map(|&v| v as f32).collect())
 }
 
-/// The separable entry point: specialised for square masks and channel counts with a
-/// register-tiled kernel, else the general one.
+/// The separable entry point: the wide kernel specialised for square masks and channel
+/// counts, else the general one.
 fn entry_point(mask: (usize, usize), channels: usize) -> &'static str {
     square_entry_point(&SEPARABLE_ENTRY_POINTS, mask, channels).unwrap_or("conv2d_separable")
+}
+
+/// Whether `plan` runs a wide separable kernel.
+pub(crate) fn is_wide(plan: &LaunchPlan) -> bool {
+    SEPARABLE_ENTRY_POINTS
+        .iter()
+        .any(|&(_, _, name)| name == plan.entry_point)
 }
 
 /// Plans the fused separable kernel for a mask `factor` accepted, or explains why it cannot run.
@@ -81,45 +122,52 @@ pub(crate) fn plan(
             "{rows} + {cols} factor taps exceed the {MASK_CAPACITY} of constant memory"
         )));
     }
-    let words = SeparableLayout::new(rows as u64, cols as u64, channels as u64).words;
+    let wide = entry_point != "conv2d_separable";
+    let (words, strip) = if wide {
+        let layout = SeparableWideLayout::new(rows as u64, channels as u64);
+        (layout.words, u64::from(SEPARABLE_WIDE_STRIP))
+    } else {
+        let layout = SeparableLayout::new(rows as u64, cols as u64, channels as u64);
+        (layout.words, separable_strip(channels as u64))
+    };
     check_block(device, entry_point, block, words * 4)?;
     Ok(LaunchPlan {
         kernel: Kernel::Separable,
         entry_point,
         block,
-        output_tile: (separable_strip(channels as u64) as u32, ROWS_PER_BLOCK),
+        output_tile: (strip as u32, ROWS_PER_BLOCK),
         shared_memory_bytes: (words * 4) as u32,
         mask_in_constant_memory: true,
     })
 }
 
-/// The specialised separable entry points: `(mask size, channels, name)`, as `conv-kernels`
-/// declares them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.
+/// The wide separable entry points: `(mask size, channels, name)`, as `conv-kernels` declares
+/// them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.
 pub(crate) const SEPARABLE_ENTRY_POINTS: [(u32, u32, &str); 18] = [
-    (3, 1, "conv2d_separable_m3_c1"),
-    (3, 3, "conv2d_separable_m3_c3"),
-    (3, 4, "conv2d_separable_m3_c4"),
-    (5, 1, "conv2d_separable_m5_c1"),
-    (5, 3, "conv2d_separable_m5_c3"),
-    (5, 4, "conv2d_separable_m5_c4"),
-    (7, 1, "conv2d_separable_m7_c1"),
-    (7, 3, "conv2d_separable_m7_c3"),
-    (7, 4, "conv2d_separable_m7_c4"),
-    (9, 1, "conv2d_separable_m9_c1"),
-    (9, 3, "conv2d_separable_m9_c3"),
-    (9, 4, "conv2d_separable_m9_c4"),
-    (15, 1, "conv2d_separable_m15_c1"),
-    (15, 3, "conv2d_separable_m15_c3"),
-    (15, 4, "conv2d_separable_m15_c4"),
-    (31, 1, "conv2d_separable_m31_c1"),
-    (31, 3, "conv2d_separable_m31_c3"),
-    (31, 4, "conv2d_separable_m31_c4"),
+    (3, 1, "conv2d_separable_wide_m3_c1"),
+    (3, 3, "conv2d_separable_wide_m3_c3"),
+    (3, 4, "conv2d_separable_wide_m3_c4"),
+    (5, 1, "conv2d_separable_wide_m5_c1"),
+    (5, 3, "conv2d_separable_wide_m5_c3"),
+    (5, 4, "conv2d_separable_wide_m5_c4"),
+    (7, 1, "conv2d_separable_wide_m7_c1"),
+    (7, 3, "conv2d_separable_wide_m7_c3"),
+    (7, 4, "conv2d_separable_wide_m7_c4"),
+    (9, 1, "conv2d_separable_wide_m9_c1"),
+    (9, 3, "conv2d_separable_wide_m9_c3"),
+    (9, 4, "conv2d_separable_wide_m9_c4"),
+    (15, 1, "conv2d_separable_wide_m15_c1"),
+    (15, 3, "conv2d_separable_wide_m15_c3"),
+    (15, 4, "conv2d_separable_wide_m15_c4"),
+    (31, 1, "conv2d_separable_wide_m31_c1"),
+    (31, 3, "conv2d_separable_wide_m31_c3"),
+    (31, 4, "conv2d_separable_wide_m31_c4"),
 ];
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::{REGISTER_CHANNELS, SEPARABLE_MASKS};
+    use crate::abi::{REGISTER_CHANNELS, SEPARABLE_MASKS, SEPARABLE_WIDE_RING_ROW_WORDS};
 
     fn mask(rows: usize, cols: usize, values: Vec<f32>) -> Mask2d {
         Mask2d {
@@ -170,8 +218,60 @@ mod tests {
     }
 
     #[test]
+    fn wide_blocks_cover_whole_steps_and_fill_one_wave() {
+        // 8192^2, 31 x 31, 32 strips, 132 SMs: 33 steps of 32 rows, 1,026 output rows and the
+        // 30-row halo; 8 block rows make 256 blocks, within the 264 that run at once.
+        assert_eq!(wide_rows_per_block(8192, 32, 31, 132), 33 * 32 - 30);
+        for (height, strips, mask) in [(8192, 32, 5), (256, 5, 17), (1, 1, 31), (4000, 1, 9)] {
+            let rows = wide_rows_per_block(height, strips, mask, 132);
+            assert_eq!(
+                (rows as usize + mask - 1) % 32,
+                0,
+                "{height} {strips} {mask}"
+            );
+            let blocks = strips * u64::from(height.div_ceil(rows));
+            let steps = (u64::from(rows) + mask as u64 - 1) / 32;
+            // No other whole-step block height gives fewer waves x steps.
+            for other in 1..=(u64::from(height) + 30) / 32 + 1 {
+                let other_rows = (other * 32).saturating_sub(mask as u64 - 1).max(1);
+                let other_blocks = strips * u64::from(height).div_ceil(other_rows);
+                assert!(blocks.div_ceil(264) * steps <= other_blocks.div_ceil(264) * other);
+            }
+        }
+    }
+
+    #[test]
+    fn wide_layout_spreads_quarter_warps_over_the_banks() {
+        for mask in SEPARABLE_MASKS {
+            for channels in REGISTER_CHANNELS {
+                let layout = SeparableWideLayout::new(u64::from(mask), u64::from(channels));
+                let staged = 256 + u64::from((mask - 1) * channels);
+                // A quarter-warp's 16-byte accesses: the same element of 8 consecutive rows,
+                // staged or in the ring; rows an odd number of quads apart hit 8 bank groups.
+                for row_words in [layout.staged_row_words, SEPARABLE_WIDE_RING_ROW_WORDS] {
+                    let groups: std::collections::HashSet<u64> =
+                        (0..8).map(|r| (r * row_words / 4) % 8).collect();
+                    assert_eq!(groups.len(), 8, "mask {mask}, channels {channels}");
+                }
+                // The windows' last quads stay in their row; ring, table and total in order.
+                assert!(layout.staged_row_words >= staged.next_multiple_of(4));
+                assert_eq!(layout.ring_rows, 32 + u64::from(mask) - 1);
+                let chunk = u64::from(SEPARABLE_WIDE_CHUNK_ROWS);
+                assert_eq!(
+                    layout.column_table,
+                    chunk * layout.staged_row_words
+                        + layout.ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS
+                );
+                assert!(layout.words >= layout.column_table + staged);
+                // Two blocks fit in an H100/H200 SM (228 KiB, 1 KiB reserved per block).
+                assert!(2 * (layout.words * 4 + 1024) <= 228 * 1024);
+            }
+        }
+    }
+
+    #[test]
     fn every_channel_count_and_odd_shape_has_an_entry_point() {
-        assert_eq!(entry_point((31, 31), 1), "conv2d_separable_m31_c1");
+        assert_eq!(entry_point((31, 31), 1), "conv2d_separable_wide_m31_c1");
         assert_eq!(entry_point((5, 7), 1), "conv2d_separable");
         assert_eq!(entry_point((5, 5), 2), "conv2d_separable");
         assert_eq!(
