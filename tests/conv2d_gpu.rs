@@ -602,13 +602,19 @@ fn separable_kernels_match_the_reference() {
             let plan = engine()
                 .plan2d(&mask, channels, &Conv2dOptions::default())
                 .unwrap();
-            // Auto factors 2D masks of more than 81 taps, and those no register-tiled kernel
-            // was compiled for (square up to 7 x 7, or 9 to 31 wide, odd).
+            // Auto factors 2D masks with a wide separable kernel (square, 3 to 31 of
+            // SEPARABLE_MASKS, 1, 3 or 4 channels), those of more than 81 taps, and those no
+            // register-tiled kernel was compiled for (square up to 7 x 7, or 9 to 31 wide, odd).
+            let standard_channels = [1, 3, 4].contains(&channels);
+            let wide_separable =
+                shape.0 == shape.1 && [3, 5, 7, 9, 15, 31].contains(&shape.0) && standard_channels;
             let register = (shape.0 == shape.1 && [3, 5, 7].contains(&shape.0)
                 || shape.1 == 1
                 || (9..=31).step_by(2).any(|w| w == shape.1))
-                && [1, 3, 4].contains(&channels);
-            let factored = shape.0 > 1 && shape.1 > 1 && (shape.0 * shape.1 > 81 || !register);
+                && standard_channels;
+            let factored = shape.0 > 1
+                && shape.1 > 1
+                && (wide_separable || shape.0 * shape.1 > 81 || !register);
             assert_eq!(
                 plan.kernel == Kernel::Separable,
                 factored,

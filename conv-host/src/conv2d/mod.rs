@@ -141,13 +141,17 @@ fn plan(
             });
         }
         Kernel::Separable => return separable::plan(device, (rows, cols), channels, tile),
-        // A 1 x N or N x 1 mask gains nothing from two passes, and up to 81 taps the
-        // register-tiled kernels are faster (measured on an H200, PERFORMANCE.md: 9 x 9
-        // 0.335 ms against 0.363 ms).
+        // A 1 x N or N x 1 mask gains nothing from two passes. The wide separable kernels
+        // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
+        // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
+        // one only above 81 taps (9 x 9: 0.363 against 0.335 ms) or where no register-tiled
+        // kernel exists.
         Kernel::Auto
             if rows > 1
                 && cols > 1
-                && (rows * cols > 81 || register_entry_point((rows, cols), channels).is_none())
+                && (separable::has_wide_kernel((rows, cols), channels)
+                    || rows * cols > 81
+                    || register_entry_point((rows, cols), channels).is_none())
                 && separable::factor(mask).is_some() =>
         {
             if let Ok(plan) = separable::plan(device, (rows, cols), channels, tile) {
