@@ -13,7 +13,7 @@ use crate::gpu::{
     clamp_keeping_nan, fma, load_global4, store_if, store2_if, store4_if, sync_threads,
     thread_idx_x, thread_idx_y, warp_ballot,
 };
-use crate::wide::{Padded, Staging, accumulate_window};
+use crate::wide::{Padded, Staging, accumulate_window, store_segment, with_finish};
 use core::marker::PhantomData;
 
 /// The output clamp of these parameters.
@@ -273,7 +273,6 @@ unsafe fn register_tiled<const M: usize, const C: usize>(
     let crossing = warp_ballot(active && !window_inside);
     let in_row = out_row as i64 - i64::from(p.top);
     let pitch = p.pitch as usize;
-    let outputs_inside = first_out >= 0 && first_out + E as i64 <= elements;
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let image = unsafe { Plane::new(input, p) };
     if active && window_inside {
@@ -491,38 +490,19 @@ unsafe fn register_wide<const W: usize, const C: usize>(
         }
         row += row_words;
     }
-    // The accumulators are final here, so branches cost no sinking: the clamp only where one
-    // was asked for, 16-byte stores where the thread's 16 elements lie inside the row.
-    let store_rows = |finish: fn(f32, &Conv2dParams) -> f32| {
+    // 16-byte stores where the thread's 16 elements lie inside the row.
+    with_finish(p, |finish| {
         let e = e0 + x0;
         for (r, sums) in acc.iter().enumerate() {
             let y = y0 + ty + r as u64 * block_dim_y();
-            if y >= height || e >= elements {
-                continue;
-            }
-            let at = output.wrapping_add((y * p.pitch + e) as usize);
-            if e + N as u64 <= elements {
-                for (q, quad) in sums.chunks_exact(4).enumerate() {
-                    let quad = [quad[0], quad[1], quad[2], quad[3]].map(|sum| finish(sum, p));
-                    // SAFETY: row `y < height`, elements `e + 4q .. e + 4q + 4 <= width *
-                    // channels <= pitch`; 16-byte aligned (`e`, the pitch and the buffer are).
-                    unsafe { store4_if(at.wrapping_add(4 * q), quad, true) };
-                }
-            } else {
-                for (d, &sum) in sums.iter().enumerate() {
-                    if e + (d as u64) < elements {
-                        // SAFETY: row `y < height`, element `e + d < width * channels <= pitch`.
-                        unsafe { *at.add(d) = finish(sum, p) };
-                    }
-                }
+            if y < height && e < elements {
+                let at = output.wrapping_add((y * p.pitch + e) as usize);
+                // SAFETY: row `y < height`, element `e < width * channels <= pitch`; 16-byte
+                // aligned (`e`, the pitch and the buffer are).
+                unsafe { store_segment(at, sums, (e, elements), |sum| finish(sum, p)) };
             }
         }
-    };
-    if p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY {
-        store_rows(clamp);
-    } else {
-        store_rows(|sum, _| sum);
-    }
+    });
 }
 
 specialised_entry_points!(

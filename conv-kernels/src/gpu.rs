@@ -100,13 +100,17 @@ pub fn clamp_keeping_nan(value: f32, lo: f32, hi: f32) -> f32 {
 }
 
 /// One 16-byte load of 4 `f32` by the PTX `$template` (operands `addr`, `a` to `d`) from the
-/// 64-bit address `$address`, as an array. Expands to inline assembly: use it in `unsafe`.
+/// address `$address` in a register of class `$class` (`reg64`, or `reg32` for a shared-window
+/// address), as an array. Expands to inline assembly: use it in `unsafe`.
 macro_rules! vector_load {
-    ($template:literal, $address:expr) => {{
+    ($template:literal, $address:expr) => {
+        vector_load!($template, $address, reg64)
+    };
+    ($template:literal, $address:expr, $class:ident) => {{
         let (a, b, c, d): (f32, f32, f32, f32);
         asm!(
             $template,
-            addr = in(reg64) $address,
+            addr = in($class) $address,
             a = out(reg32) a,
             b = out(reg32) b,
             c = out(reg32) c,
@@ -310,20 +314,14 @@ impl SharedTile {
     /// As [`SharedTile::load4`] for the element whose [`SharedTile::address32`] is `address`.
     #[inline(always)]
     pub unsafe fn load4_at(address: u32) -> [f32; 4] {
-        let (a, b, c, d): (f32, f32, f32, f32);
         // SAFETY: in bounds and 16-byte aligned by the contract.
         unsafe {
-            asm!(
+            vector_load!(
                 "ld.shared.v4.f32 {{{a}, {b}, {c}, {d}}}, [{addr}];",
-                addr = in(reg32) address,
-                a = out(reg32) a,
-                b = out(reg32) b,
-                c = out(reg32) c,
-                d = out(reg32) d,
-                options(pure, readonly, nostack),
-            );
+                address,
+                reg32
+            )
         }
-        [a, b, c, d]
     }
 
     /// Reads element `index`.

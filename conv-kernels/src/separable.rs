@@ -30,7 +30,6 @@ use crate::gpu::{
 };
 
 const THREADS: usize = SEPARABLE_THREADS as usize;
-const WARPS: usize = THREADS / 32;
 const CHUNK: usize = SEPARABLE_CHUNK_ROWS as usize;
 const OUTPUTS: usize = SEPARABLE_OUTPUTS as usize;
 

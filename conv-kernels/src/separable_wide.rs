@@ -33,10 +33,9 @@ use crate::abi::{
 };
 use crate::boundary::Plane;
 use crate::gpu::{
-    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, clamp_keeping_nan, fma, store4_if,
-    sync_threads, thread_idx_x,
+    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x,
 };
-use crate::wide::{Plain, Staging, accumulate_window};
+use crate::wide::{Plain, Staging, accumulate_window, store_segment, with_finish};
 use core::marker::PhantomData;
 
 const CHUNK: u64 = SEPARABLE_WIDE_CHUNK_ROWS as u64;
@@ -247,33 +246,17 @@ unsafe fn column_pass<const M: usize>(
     }
     let e = block.e0 + 4 * c;
     let elements = u64::from(p.width) * p.channels as u64;
-    let store = |finish: fn(f32, &Conv2dParams) -> f32| {
+    with_finish(p, |finish| {
         for (k, sums) in acc.iter().enumerate() {
             let o = first_out + k as i64;
-            if o < 0 || o as u64 >= block.out_rows || e >= elements {
-                continue;
-            }
-            let at = output.wrapping_add(((block.y0 + o as u64) * p.pitch + e) as usize);
-            let quad = sums.map(|sum| finish(sum, p));
-            if e + 4 <= elements {
-                // SAFETY: row `y0 + o < height`, elements `e .. e + 4 <= width * channels <=
-                // pitch`; 16-byte aligned (`e`, the pitch and the buffer are).
-                unsafe { store4_if(at, quad, true) };
-            } else {
-                for (d, &value) in quad.iter().enumerate() {
-                    if e + (d as u64) < elements {
-                        // SAFETY: row `y0 + o < height`, element `e + d < width * channels`.
-                        unsafe { *at.add(d) = value };
-                    }
-                }
+            if o >= 0 && (o as u64) < block.out_rows && e < elements {
+                let at = output.wrapping_add(((block.y0 + o as u64) * p.pitch + e) as usize);
+                // SAFETY: row `y0 + o < height`, element `e < width * channels <= pitch`;
+                // 16-byte aligned (`e`, the pitch and the buffer are).
+                unsafe { store_segment(at, sums, (e, elements), |sum| finish(sum, p)) };
             }
         }
-    };
-    if p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY {
-        store(|sum, p| clamp_keeping_nan(sum, p.clamp_lo, p.clamp_hi));
-    } else {
-        store(|sum, _| sum);
-    }
+    });
 }
 
 specialised_entry_points!(

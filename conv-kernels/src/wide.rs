@@ -5,10 +5,11 @@
 //! - [`Staging`]: how a block stages its region (256 elements plus a mask's halo, some rows),
 //!   warp by warp, every load of a row in flight before its stores;
 //! - [`accumulate_window`]: how a thread applies one mask row to its window, each value read
-//!   once (16 bytes at a time) feeding every output it belongs to.
+//!   once (16 bytes at a time) feeding every output it belongs to;
+//! - [`with_finish`] and [`store_segment`]: how a thread writes its final sums.
 
-use crate::abi::{WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
-use crate::gpu::{SharedTile, fma};
+use crate::abi::{Conv2dParams, WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
+use crate::gpu::{SharedTile, clamp_keeping_nan, fma, store4_if};
 
 /// Elements along a row that a wide block produces.
 pub const TILE_ELEMENTS: usize = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize;
@@ -140,6 +141,50 @@ pub fn accumulate_window<const N: usize, const W: usize, const C: usize>(
                 if k >= n && (k - n) % C == 0 && (k - n) / C < W {
                     *sum = fma(taps[(k - n) / C], value, *sum);
                 }
+            }
+        }
+    }
+}
+
+/// How the final sums become outputs: clamped by `p`, or as they are.
+pub type Finish = fn(f32, &Conv2dParams) -> f32;
+
+/// Runs `store` with the clamp only where one was asked for: the accumulators are final when
+/// the stores run, so the branch costs no sinking of their arithmetic.
+#[inline(always)]
+pub fn with_finish(p: &Conv2dParams, store: impl Fn(Finish)) {
+    if p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY {
+        store(|sum, p| clamp_keeping_nan(sum, p.clamp_lo, p.clamp_hi));
+    } else {
+        store(|sum, _| sum);
+    }
+}
+
+/// Writes `sums` (`N` a multiple of 4) through `finish` to the output elements `e .. e + N` of
+/// a row, `at` pointing to element `e`: with 16-byte stores where all of them lie inside the
+/// row's `elements`, else one by one up to its end.
+///
+/// # Safety
+/// `at` points to element `e < elements` of an output row of `pitch >= elements` writable
+/// elements, 16-byte aligned.
+#[inline(always)]
+pub unsafe fn store_segment<const N: usize>(
+    at: *mut f32,
+    sums: &[f32; N],
+    (e, elements): (u64, u64),
+    finish: impl Fn(f32) -> f32,
+) {
+    if e + N as u64 <= elements {
+        for (q, quad) in sums.chunks_exact(4).enumerate() {
+            let quad = [quad[0], quad[1], quad[2], quad[3]].map(&finish);
+            // SAFETY: elements `e + 4q .. e + 4q + 4 <= elements`, 16-byte aligned (caller).
+            unsafe { store4_if(at.wrapping_add(4 * q), quad, true) };
+        }
+    } else {
+        for (d, &sum) in sums.iter().enumerate() {
+            if e + (d as u64) < elements {
+                // SAFETY: element `e + d < elements` of the row (caller).
+                unsafe { *at.add(d) = finish(sum) };
             }
         }
     }
