@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{all_modes, assert_close, engine, expected2d, gpu2d, random_origin, rng};
+use common::{all_modes, assert_close, check_gpu2d, engine, expected2d, gpu2d, random_origin, rng};
 use conv_host::reference::correlate2d;
 use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, ImageDim, Kernel, MASK_CAPACITY};
 use ndarray::{Array2, Array3, ArrayView, ArrayView2, Axis, array, s};
@@ -369,8 +369,7 @@ fn small_register_tiled_cases() {
                 let mask = random_mask(&mut rng, shape);
                 let image = random_array3(&mut rng, (h, w, channels));
                 let what = format!("small register {shape:?} c{channels} {h}x{w} {options:?}");
-                let got = gpu2d(image.view(), mask.view(), &options, false).unwrap();
-                expected2d(image.view(), mask.view(), &options, false).check(got.view(), &what);
+                check_gpu2d(image.view(), mask.view(), &options, false, &what);
                 runs += 1;
             }
         }
@@ -436,8 +435,7 @@ fn register_tiled_kernels_match_the_reference() {
                 let what = format!(
                     "register {rows}x{cols} c{channels} {h}x{w} {options:?} convolve {convolve}"
                 );
-                let got = gpu2d(image.view(), mask.view(), &options, convolve).unwrap();
-                expected2d(image.view(), mask.view(), &options, convolve).check(got.view(), &what);
+                check_gpu2d(image.view(), mask.view(), &options, convolve, &what);
                 runs += 1;
             }
         }
@@ -457,9 +455,8 @@ fn register_tiled_kernels_match_the_reference() {
             random_mask(&mut rng, mask_shape),
             random_array3(&mut rng, (2050, 4100, 1)),
         );
-        let got = gpu2d(image.view(), mask.view(), &options, false).unwrap();
-        expected2d(image.view(), mask.view(), &options, false)
-            .check(got.view(), &format!("register {mask_shape:?} 2050x4100"));
+        let what = format!("register {mask_shape:?} 2050x4100");
+        check_gpu2d(image.view(), mask.view(), &options, false, &what);
         runs += 1;
     }
     // Clamped outputs, in both designs.
@@ -473,9 +470,8 @@ fn register_tiled_kernels_match_the_reference() {
             random_mask(&mut rng, shape),
             random_array3(&mut rng, (300, 257, 1)),
         );
-        let got = gpu2d(image.view(), mask.view(), &clamped, false).unwrap();
-        expected2d(image.view(), mask.view(), &clamped, false)
-            .check(got.view(), &format!("register {shape:?} clamped"));
+        let what = format!("register {shape:?} clamped");
+        check_gpu2d(image.view(), mask.view(), &clamped, false, &what);
         runs += 1;
     }
     // Where no register-tiled kernel was compiled, or the mask outgrows constant memory: a typed
@@ -553,8 +549,7 @@ fn check_separable(rng: &mut StdRng, mask: &Array2<f32>, channels: usize, (h, w)
     } else {
         big.slice(s![..h, ..w, ..])
     };
-    let got = gpu2d(image, mask.view(), &options, convolve).unwrap();
-    expected2d(image, mask.view(), &options, convolve).check(got.view(), &what);
+    check_gpu2d(image, mask.view(), &options, convolve, &what);
 }
 
 /// A few small separable cases (specialised and general kernels, random modes), for the
@@ -647,9 +642,8 @@ fn separable_kernels_match_the_reference() {
             kernel: Kernel::Separable,
             ..Default::default()
         };
-        let got = gpu2d(image.view(), mask.view(), &clamped, false).unwrap();
-        expected2d(image.view(), mask.view(), &clamped, false)
-            .check(got.view(), &format!("clamped separable {shape:?}"));
+        let what = format!("clamped separable {shape:?}");
+        check_gpu2d(image.view(), mask.view(), &clamped, false, &what);
     }
     // Clamping, single-channel arrays and the Gaussian filter, which Auto runs as two passes.
     let image = random_array3(&mut rng, (513, 301, 1)).index_axis_move(Axis(2), 0);
@@ -659,8 +653,7 @@ fn separable_kernels_match_the_reference() {
         mode: BoundaryMode::Reflect,
         ..Default::default()
     };
-    let got = gpu2d(image.view(), mask.view(), &clamped, false).unwrap();
-    expected2d(image.view(), mask.view(), &clamped, false).check(got.view(), "clamped");
+    check_gpu2d(image.view(), mask.view(), &clamped, false, "clamped");
     let gaussian = engine()
         .gaussian_filter(&image, 3.0, 4.0, &Conv2dOptions::default())
         .unwrap();

@@ -187,6 +187,20 @@ pub fn gpu2d<D: ImageDim>(
     }
 }
 
+/// Runs the GPU's 2D correlation (or convolution) and checks it against the reference, naming
+/// the case `what` in a failure.
+pub fn check_gpu2d<D: ImageDim>(
+    image: ArrayView<f32, D>,
+    mask: ArrayView2<f32>,
+    options: &Conv2dOptions,
+    convolve: bool,
+    what: &str,
+) {
+    let got =
+        gpu2d(image.clone(), mask, options, convolve).unwrap_or_else(|e| panic!("{what}: {e}"));
+    expected2d(image, mask, options, convolve).check(got.view(), what);
+}
+
 /// The valid origins for a mask axis of `len` taps, as SciPy defines them (convolution flips
 /// the axis and moves even lengths by one): `(min, max)`.
 pub fn origin_range(len: usize, convolve: bool) -> (isize, isize) {
