@@ -351,8 +351,8 @@ fn gaussian_filter_matches_the_separable_reference() {
     ));
 }
 
-/// Small images through every register-tiled family (the walk, the wide design at one and
-/// several blocks per row, every channel count): the case list the sanitizers run.
+/// Small images through every register-tiled family (the streaming design, the wide design at
+/// one and several blocks per row, every channel count): the case list the sanitizers run.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn small_register_tiled_cases() {
@@ -382,8 +382,9 @@ fn small_register_tiled_cases() {
 fn register_tiled_kernels_match_the_reference() {
     let (mut rng, seed) = rng("register-tiled");
     let mut runs = 0;
-    // The walk's square sizes, then the wide design's widths (9 wide but not square, 15, 31) at
-    // heights from one row to more than the width; a 31 x 31 mask is wider than the small images.
+    // The streaming design's square sizes, then the wide design's widths (9 wide but not
+    // square, 15, 31) at heights from one row to more than the width; a 31 x 31 mask is wider
+    // than the small images.
     let masks = [
         (3, 3),
         (5, 5),
@@ -414,7 +415,7 @@ fn register_tiled_kernels_match_the_reference() {
                 Kernel::RegisterTiled,
                 "Auto's design for a general {rows}x{cols} mask"
             );
-            // Tall and wide images give warps that walk without checks next to warps at the
+            // Tall and wide images give blocks and steps inside the image next to those at the
             // borders; widths around multiples of 128 and 256 elements move the border across
             // warps and blocks.
             for (h, w) in [(1, 1), (67, 1), (37, 53), (130, 70), (300, 257), (290, 515)] {

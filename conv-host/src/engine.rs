@@ -130,20 +130,17 @@ impl Engine {
             .load_module(Ptx::from_src(KERNELS_PTX))
             .context(|| "loading the kernels' PTX".into())?;
         let mut functions = HashMap::new();
-        let register_names = crate::conv2d::REGISTER_ENTRY_POINTS
-            .iter()
-            .map(|&(_, _, name)| name);
         let register_names_1d = crate::conv1d::REGISTER_ENTRY_POINTS_1D
             .iter()
             .map(|&(_, name)| name);
         let separable_names = crate::conv2d::SEPARABLE_ENTRY_POINTS
             .iter()
             .chain(&crate::conv2d::WIDE_ENTRY_POINTS)
+            .chain(&crate::conv2d::STREAM_ENTRY_POINTS)
             .map(|&(_, _, name)| name);
         for name in KERNEL_NAMES
             .iter()
             .copied()
-            .chain(register_names)
             .chain(register_names_1d)
             .chain(separable_names)
         {

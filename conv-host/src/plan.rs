@@ -14,9 +14,9 @@ pub struct LaunchPlan {
     /// Threads per block along x (along a row) and y (down the rows; 1 in 1D).
     pub block: (u32, u32),
     /// Output elements per block along x and y; smaller than `block` in the textbook's 2D tiled
-    /// design, where the block covers the input tile. For the separable kernels and the
-    /// register-tiled walk (square masks up to 7 x 7), `output_tile.1` (and the walk's
-    /// `block.1`) are the most: small images get shorter blocks, so that they still fill the GPU.
+    /// design, where the block covers the input tile. For the separable and streaming kernels,
+    /// `output_tile.1` is the most: small images get shorter blocks, so that they still fill
+    /// the GPU.
     pub output_tile: (u32, u32),
     /// Dynamic shared memory per block, in bytes.
     pub shared_memory_bytes: u32,

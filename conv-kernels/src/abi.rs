@@ -73,19 +73,8 @@ pub const fn register_shared_words_1d(mask_len: u64) -> u64 {
     register_word_1d(span.next_multiple_of(8), mask_len) + 4
 }
 
-/// Block of the register-tiled 2D kernels: threads along a row (groups of `REGISTER_ELEMENTS`
-/// elements) and down the rows (groups of `REGISTER_ROWS` rows); small images get fewer rows
-/// of threads.
-pub const REGISTER_BLOCK: (u32, u32) = (32, 8);
-/// Output rows each thread of a register-tiled 2D kernel computes.
-pub const REGISTER_ROWS: u32 = 16;
-/// Consecutive elements of a row each thread of a register-tiled 2D kernel computes (one
-/// 16-byte load or store per row).
-pub const REGISTER_ELEMENTS: u32 = 4;
-/// Square mask sizes and channel counts with a register-tiled 2D kernel
-/// (`conv2d_register_m{size}_c{channels}`).
-pub const REGISTER_MASKS: [u32; 3] = [3, 5, 7];
-/// See [`REGISTER_MASKS`].
+/// Channel counts with a specialised 2D kernel (streaming, wide register-tiled and wide
+/// separable designs).
 pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];
 /// Block of the wide register-tiled 2D kernels: threads along a row (each owning
 /// `WIDE_OUTPUTS` consecutive elements) and down the rows (`WIDE_ROWS` rows each); masks whose
@@ -118,13 +107,6 @@ pub const fn wide_row_words(mask_w: u64, channels: u64) -> u64 {
 /// Square mask sizes with a specialised separable 2D kernel, for each of `REGISTER_CHANNELS`
 /// (`conv2d_separable_m{size}_c{channels}`).
 pub const SEPARABLE_MASKS: [u32; 6] = [3, 5, 7, 9, 15, 31];
-
-/// How many elements the register-tiled 2D kernel's output groups sit left of a multiple of 4,
-/// so that each group's input window (`left * channels` elements further left) starts on a
-/// 16-byte boundary: group `g` owns elements `4g - shift ..= 4g - shift + 3`.
-pub const fn register_output_shift(left: u64, channels: u64) -> u64 {
-    (4 - (left * channels) % 4) % 4
-}
 
 /// Threads per block of the fused separable 2D kernels (one dimension).
 pub const SEPARABLE_THREADS: u32 = 256;
@@ -207,9 +189,7 @@ pub struct SeparableWideLayout {
 impl SeparableWideLayout {
     /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels.
     pub const fn new(mask: u64, channels: u64) -> Self {
-        let staged = SEPARABLE_WIDE_STRIP as u64 + (mask - 1) * channels;
-        let quads = staged.div_ceil(4);
-        let staged_row_words = 4 * (quads | 1);
+        let staged_row_words = strip_row_words(mask, channels);
         let chunk = SEPARABLE_WIDE_CHUNK_ROWS as u64;
         let ring_rows = chunk + mask - 1;
         let column_table = chunk * staged_row_words + ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
@@ -217,7 +197,53 @@ impl SeparableWideLayout {
             staged_row_words,
             ring_rows,
             column_table,
-            words: column_table + 4 * quads,
+            words: column_table + strip_staged_width(mask, channels).next_multiple_of(4),
+        }
+    }
+}
+
+/// Elements of a staged row of a strip block (wide separable and streaming kernels): the
+/// 256-element strip and the halo of a mask `mask` wide over `channels` channels.
+pub const fn strip_staged_width(mask: u64, channels: u64) -> u64 {
+    SEPARABLE_WIDE_STRIP as u64 + (mask - 1) * channels
+}
+
+/// Words per staged row of a strip block: [`strip_staged_width`] rounded up to an odd number
+/// of 16-byte quads, so that 8 rows' quads at the same element fall on 8 groups of banks.
+pub const fn strip_row_words(mask: u64, channels: u64) -> u64 {
+    4 * (strip_staged_width(mask, channels).div_ceil(4) | 1)
+}
+
+/// Square mask sizes with a streaming 2D kernel, for each of `REGISTER_CHANNELS`
+/// (`conv2d_stream_m{size}_c{channels}`).
+pub const STREAM_MASKS: [u32; 4] = [3, 5, 7, 9];
+
+/// Shared memory of a streaming block, in `f32` words: a ring of staged input rows (a step's
+/// 32 and the `mask - 1` before them, which its outputs still need) and a table of the staged
+/// columns' folded offsets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamLayout {
+    /// Words per staged row ([`strip_row_words`]).
+    pub row_words: u64,
+    /// Rows of the ring.
+    pub ring_rows: u64,
+    /// First word of the column table, after the ring.
+    pub column_table: u64,
+    /// Total words.
+    pub words: u64,
+}
+
+impl StreamLayout {
+    /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels.
+    pub const fn new(mask: u64, channels: u64) -> Self {
+        let row_words = strip_row_words(mask, channels);
+        let ring_rows = SEPARABLE_WIDE_CHUNK_ROWS as u64 + mask - 1;
+        let column_table = ring_rows * row_words;
+        Self {
+            row_words,
+            ring_rows,
+            column_table,
+            words: column_table + strip_staged_width(mask, channels).next_multiple_of(4),
         }
     }
 }

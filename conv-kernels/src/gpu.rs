@@ -63,23 +63,6 @@ pub fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
-/// The threads of the warp for which `predicate` holds, one bit per lane
-/// (`__ballot_sync` over the full warp). Every thread of the warp must call it.
-#[inline(always)]
-pub fn warp_ballot(predicate: bool) -> u32 {
-    let ballot: u32;
-    // SAFETY: a warp vote; the callers reach it with all 32 threads of the warp.
-    unsafe {
-        asm!(
-            "{{ .reg .pred p; setp.ne.u32 p, {input}, 0; vote.sync.ballot.b32 {ballot}, p, 0xffffffff; }}",
-            input = in(reg32) u32::from(predicate),
-            ballot = out(reg32) ballot,
-            options(nomem, nostack),
-        );
-    }
-    ballot
-}
-
 /// Fused multiply-add `a * b + c`, rounded once.
 #[inline(always)]
 pub fn fma(a: f32, b: f32, c: f32) -> f32 {
@@ -126,24 +109,6 @@ macro_rules! vector_load {
 #[derive(Clone, Copy)]
 pub struct Quad(pub [f32; 4]);
 
-/// Reads `source[0..4]` from global memory with one 16-byte load through the read-only
-/// (non-coherent) data cache.
-///
-/// # Safety
-/// `source` is 16-byte aligned, points to 4 readable `f32` in global memory, and nothing writes
-/// them while the kernel runs (the input buffer never aliases the output).
-#[inline(always)]
-pub unsafe fn load_global4(source: *const f32) -> [f32; 4] {
-    // SAFETY: by the contract; `cvta.to.global` turns the generic pointer into the global
-    // address `ld.global` expects.
-    unsafe {
-        vector_load!(
-            "{{ .reg .u64 g; cvta.to.global.u64 g, {addr}; ld.global.nc.v4.f32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
-            source
-        )
-    }
-}
-
 /// Declares a predicated global store of `$n` floats: one instruction, no branch, so LLVM
 /// cannot sink the computation of the values into a conditional block.
 macro_rules! predicated_store {
@@ -167,25 +132,11 @@ macro_rules! predicated_store {
             }
         }
     };
-    (@operands $v:ident) => { concat!("{", stringify!($v), "}") };
     (@operands $($v:ident),+) => { concat!("{{", predicated_store!(@join $($v),+), "}}") };
     (@join $first:ident $(, $rest:ident)*) => { concat!("{", stringify!($first), "}" $(, ", {", stringify!($rest), "}")*) };
 }
 
 predicated_store!(store4_if, 4, "f32", ".v4", a, b, c, d);
-predicated_store!(store2_if, 2, "f32", ".v2", a, b);
-
-/// Writes `value` to `target` if `condition` holds (see [`store4_if`]).
-///
-/// # Safety
-/// Where `condition` holds, `target` points to a writable `f32` in global memory.
-#[inline(always)]
-pub unsafe fn store_if(target: *mut f32, value: f32, condition: bool) {
-    // SAFETY: forwarded contract.
-    unsafe { store1_if(target, [value], condition) }
-}
-
-predicated_store!(store1_if, 1, "f32", "", a);
 
 /// Where a kernel reads its mask taps from.
 pub trait Mask: Copy {

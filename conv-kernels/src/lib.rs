@@ -10,6 +10,9 @@
 //! - [`conv1d`], [`conv2d`]: the kernels;
 //! - [`separable`], [`separable_wide`]: the fused two-pass kernels for separable 2D masks
 //!   (any shape; square masks of the common sizes);
+//! - [`stream`]: the streaming kernels for square general masks up to 9 x 9;
+//! - [`strip`]: the strip walk (staging into shared memory, the pass down the columns) that
+//!   the wide separable and streaming kernels share;
 //! - [`wide`]: the staging and window arithmetic the wide designs share.
 #![no_std]
 #![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
@@ -42,6 +45,8 @@ pub mod conv2d;
 pub mod gpu;
 pub mod separable;
 pub mod separable_wide;
+pub mod stream;
+pub mod strip;
 pub mod wide;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.

@@ -27,58 +27,14 @@
 //! `(out_tile_h + M - 1) / out_tile_h * M + M` multiply-adds per output; the host picks
 //! `out_tile_h + M - 1` a multiple of 32.
 
-use crate::abi::{
-    Conv2dParams, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_RING_ROW_WORDS, SEPARABLE_WIDE_STRIP,
-    SeparableWideLayout,
-};
+use crate::abi::{Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWideLayout};
 use crate::boundary::Plane;
-use crate::gpu::{
-    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, fma, sync_threads, thread_idx_x,
-};
-use crate::wide::{Plain, Staging, accumulate_window, store_segment, with_finish};
-use core::marker::PhantomData;
+use crate::gpu::{ConstantMask, Mask, SharedTile, fma, sync_threads};
+use crate::strip::{CHUNK, PassSums, Strip};
+use crate::wide::accumulate_window;
 
-const CHUNK: u64 = SEPARABLE_WIDE_CHUNK_ROWS as u64;
-const STRIP: u64 = SEPARABLE_WIDE_STRIP as u64;
-const RING_ROW: u64 = SEPARABLE_WIDE_RING_ROW_WORDS;
 /// Outputs of a row-pass segment.
 const SEGMENT: usize = 16;
-/// Output rows of a column-pass thread.
-const COLUMN_ROWS: usize = 8;
-/// The column table's entry for a constant ghost cell.
-const NO_COLUMN: u32 = u32::MAX;
-
-/// The geometry of one block and step, from the launch parameters.
-#[derive(Clone, Copy)]
-struct Block {
-    layout: SeparableWideLayout,
-    /// First element of the strip and first output row.
-    e0: u64,
-    y0: u64,
-    /// Output rows of this block (fewer in the last block row).
-    out_rows: u64,
-    lane: u64,
-    warp: u64,
-}
-
-impl Block {
-    /// First word of the ring.
-    #[inline(always)]
-    fn ring(self) -> u64 {
-        CHUNK * self.layout.staged_row_words
-    }
-
-    /// `slot + rows` within the ring, for `slot < ring_rows` and `rows <= ring_rows`.
-    #[inline(always)]
-    fn advance(self, slot: u64, rows: u64) -> u64 {
-        let next = slot + rows;
-        if next >= self.layout.ring_rows {
-            next - self.layout.ring_rows
-        } else {
-            next
-        }
-    }
-}
 
 /// The wide fused separable design for an `M x M` rank-1 mask over `C` channels.
 ///
@@ -95,81 +51,42 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
 ) {
     const { assert!(M >= 1 && M <= 31 && C >= 1 && C <= 4) };
     let layout = SeparableWideLayout::new(M as u64, C as u64);
-    let rows_per_block = u64::from(p.out_tile_h);
-    let height = u64::from(p.height);
-    let elements = u64::from(p.width) * C as u64;
-    let e0 = block_idx_x() * STRIP;
-    let y0 = (u64::from(p.block_offset_y) + block_idx_y()) * rows_per_block;
-    let thread = thread_idx_x();
-    let block = Block {
-        layout,
-        e0,
-        y0,
-        out_rows: rows_per_block.min(height - y0),
-        lane: thread % 32,
-        warp: thread / 32,
-    };
-    let staged_w = STRIP + (M as u64 - 1) * C as u64;
-    let first_e = e0 as i64 - i64::from(p.left) * C as i64;
-    let first_y = y0 as i64 - i64::from(p.top);
-    let columns_inside = first_e >= 0 && first_e as u64 + staged_w <= elements;
-    let staging = Staging::<Plain> {
-        rows: CHUNK,
-        row_words: layout.staged_row_words,
-        lane: block.lane,
-        warp: block.warp,
-        warps: 8,
-        layout: PhantomData,
-    };
+    let strip = Strip::new::<M, C>(p, layout.ring_rows, layout.column_table);
+    let ring = CHUNK * layout.staged_row_words;
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let image = unsafe { Plane::new(input, p) };
-    let steps = (block.out_rows + M as u64 - 1).div_ceil(CHUNK);
+    strip.fold_columns(image);
+    let column_taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
     // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (M - 1)` (the first
     // its column pass reads).
-    // The folded offset of every staged column, for the border steps (every step of the
-    // strips at the image's sides, the first and last of the block rows at its top and bottom).
-    let mut x = thread;
-    while x < staged_w {
-        let column = image
-            .column(first_e + x as i64)
-            .map_or(NO_COLUMN, |c| c as u32);
-        // SAFETY: `x < staged_w`: an entry of the table; read after the barrier below.
-        unsafe { SharedTile::store(layout.column_table + x, f32::from_bits(column)) };
-        x += 256;
-    }
-    sync_threads();
     let mut step_slot = 0;
     let mut column_slot = CHUNK % layout.ring_rows;
-    for step in 0..steps {
-        let step_y = first_y + (step * CHUNK) as i64;
-        if columns_inside && step_y >= 0 && step_y as u64 + CHUNK <= height {
-            // SAFETY: the step's region lies inside the image.
-            staging.interior::<M, C, 4, _>(
-                |ry| (step_y as u64 + ry) * p.pitch + first_e as u64 + block.lane,
-                // SAFETY: the step's region lies inside the image.
-                |row, k| unsafe { *input.add((row + 32 * k as u64) as usize) },
-            );
-        } else {
-            // Border steps fold each staged row once and take each column's folded offset
-            // from the table: the strips at the image's sides run every step this way, and a
-            // fold per element made them the kernel's slowest blocks.
-            staging.interior::<M, C, 2, _>(
-                |ry| image.row(step_y + ry as i64),
-                |row, k| {
-                    let x = block.lane + 32 * k as u64;
-                    // SAFETY: `x < staged_w`: an entry of the table, filled before the loop.
-                    let column = unsafe { SharedTile::load(layout.column_table + x) }.to_bits();
-                    image.at(row, (column != NO_COLUMN).then_some(u64::from(column)))
+    for step in 0..strip.steps::<M>() {
+        // SAFETY: the staged rows come first in shared memory; the table is filled.
+        unsafe { strip.stage::<M, C>((input, image, p), step, |ry| ry * layout.staged_row_words) };
+        sync_threads();
+        row_pass::<M, C>(strip, layout, step_slot);
+        sync_threads();
+        // SAFETY: ring rows of 256 + 4 words, row-filtered before the barrier; forwarded
+        // contract of `output`.
+        unsafe {
+            strip.pass::<M, 1>(
+                (step, column_slot),
+                (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
+                (output, p),
+                |sums: &mut PassSums, i, &[quad]| {
+                    for (k, row_sums) in sums.iter_mut().enumerate() {
+                        if i >= k && i - k < M {
+                            for (sum, &value) in row_sums.iter_mut().zip(&quad) {
+                                *sum = fma(column_taps[i - k], value, *sum);
+                            }
+                        }
+                    }
                 },
-            );
-        }
-        sync_threads();
-        row_pass::<M, C>(block, step_slot);
-        sync_threads();
-        // SAFETY: forwarded contract of `output`.
-        unsafe { column_pass::<M>(block, step, column_slot, output, p) };
-        step_slot = block.advance(step_slot, CHUNK);
-        column_slot = block.advance(column_slot, CHUNK);
+            )
+        };
+        step_slot = strip.advance(step_slot, CHUNK);
+        column_slot = strip.advance(column_slot, CHUNK);
     }
 }
 
@@ -177,13 +94,18 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
 /// 16 outputs, row `lane % 8 + 8 (warp % 4)`, segments `lane / 8 + 4 (warp / 4)` and 8 more,
 /// so a quarter-warp's 8 threads read and write the same elements of 8 consecutive rows.
 #[inline(always)]
-fn row_pass<const M: usize, const C: usize>(block: Block, step_slot: u64) {
-    let row = block.lane % 8 + 8 * (block.warp % 4);
+fn row_pass<const M: usize, const C: usize>(
+    strip: Strip,
+    layout: SeparableWideLayout,
+    step_slot: u64,
+) {
+    let row = strip.lane % 8 + 8 * (strip.warp % 4);
     let taps: [f32; M] = core::array::from_fn(|j| ConstantMask.tap(j as u64));
-    let staged = row * block.layout.staged_row_words;
-    let ring_row = block.ring() + block.advance(step_slot, row) * RING_ROW;
+    let staged = row * layout.staged_row_words;
+    let ring_row = CHUNK * layout.staged_row_words
+        + strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
     for half in 0..2 {
-        let x0 = SEGMENT as u64 * (block.lane / 8 + 4 * (block.warp / 4) + 8 * half);
+        let x0 = SEGMENT as u64 * (strip.lane / 8 + 4 * (strip.warp / 4) + 8 * half);
         let mut acc = [0.0f32; SEGMENT];
         accumulate_window::<SEGMENT, M, C>(&mut acc, &taps, |q| {
             // SAFETY: row `row < 32`; `x0 + 4q + 4 <= staged_row_words` (the window's quads
@@ -197,66 +119,6 @@ fn row_pass<const M: usize, const C: usize>(block: Block, step_slot: u64) {
             unsafe { SharedTile::store4(ring_row + x0 + 4 * q as u64, quad) };
         }
     }
-}
-
-/// Filters the ring down the columns and stores the outputs this step completes: thread `(c,
-/// g)`, `c = lane + 32 (warp % 2)`, `g = warp / 2`, owns elements `4c .. 4c + 4` of output rows
-/// `32 step - (M - 1) + 8 g ..` (8 rows), whose filtered rows start at ring slot
-/// `column_slot + 8 g`. A warp whose rows all lie outside the block skips the pass.
-///
-/// # Safety
-/// `output` is a pitched image as `p` describes, `p.pitch` a multiple of 4 and the buffer
-/// 16-byte aligned.
-#[inline(always)]
-unsafe fn column_pass<const M: usize>(
-    block: Block,
-    step: u64,
-    column_slot: u64,
-    output: *mut f32,
-    p: &Conv2dParams,
-) {
-    let c = block.lane + 32 * (block.warp % 2);
-    let group = block.warp / 2;
-    let first_out = (step * CHUNK + COLUMN_ROWS as u64 * group) as i64 - (M as i64 - 1);
-    if first_out + COLUMN_ROWS as i64 <= 0 || first_out >= block.out_rows as i64 {
-        return;
-    }
-    let taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
-    let slot = block.advance(column_slot, COLUMN_ROWS as u64 * group);
-    // Filtered row `first_out + i` sits in slot `slot + i`, or `slot + i - ring_rows` from
-    // `i = ring_rows - slot` on (at most one wrap: `8 + M - 1 <= ring_rows`).
-    // 32-bit arithmetic: one compare and one select per read.
-    let wrap = (block.layout.ring_rows - slot) as u32;
-    let first = SharedTile::address32(block.ring() + slot * RING_ROW + 4 * c);
-    let wrapped = first.wrapping_sub((block.layout.ring_rows * RING_ROW * 4) as u32);
-    let mut acc = [[0.0f32; 4]; COLUMN_ROWS];
-    for i in 0..COLUMN_ROWS + M - 1 {
-        let base = if (i as u32) < wrap { first } else { wrapped };
-        // SAFETY: a ring slot (see above), elements `4c .. 4c + 4 <= 256`, row-filtered
-        // before the barrier (rows before the block's first feed only rows it does not store).
-        let quad =
-            unsafe { SharedTile::load4_at(base.wrapping_add(i as u32 * RING_ROW as u32 * 4)) };
-        for (k, sums) in acc.iter_mut().enumerate() {
-            if i >= k && i - k < M {
-                for (sum, &value) in sums.iter_mut().zip(&quad) {
-                    *sum = fma(taps[i - k], value, *sum);
-                }
-            }
-        }
-    }
-    let e = block.e0 + 4 * c;
-    let elements = u64::from(p.width) * p.channels as u64;
-    with_finish(p, |finish| {
-        for (k, sums) in acc.iter().enumerate() {
-            let o = first_out + k as i64;
-            if o >= 0 && (o as u64) < block.out_rows && e < elements {
-                let at = output.wrapping_add(((block.y0 + o as u64) * p.pitch + e) as usize);
-                // SAFETY: row `y0 + o < height`, element `e < width * channels <= pitch`;
-                // 16-byte aligned (`e`, the pitch and the buffer are).
-                unsafe { store_segment(at, sums, (e, elements), |sum| finish(sum, p)) };
-            }
-        }
-    });
 }
 
 specialised_entry_points!(

@@ -75,6 +75,18 @@ impl<L: RowLayout> Staging<L> {
         row: impl Fn(u64) -> T,
         value: impl Fn(T, usize) -> f32,
     ) {
+        self.interior_at::<W, C, ROWS, T>(|ry| ry * self.row_words, row, value);
+    }
+
+    /// [`Staging::interior`] with region row `ry` starting at word `row_word(ry)` (a ring's
+    /// slots, say) instead of `ry * row_words`.
+    #[inline(always)]
+    pub fn interior_at<const W: usize, const C: usize, const ROWS: usize, T: Copy>(
+        &self,
+        row_word: impl Fn(u64) -> u64,
+        row: impl Fn(u64) -> T,
+        value: impl Fn(T, usize) -> f32,
+    ) {
         let width = TILE_ELEMENTS + (W - 1) * C;
         let columns = width.div_ceil(32);
         const { assert!(W <= 31 && C <= 4 && ROWS >= 1) };
@@ -93,7 +105,7 @@ impl<L: RowLayout> Staging<L> {
             }
             for (n, staged_row) in values.iter().enumerate() {
                 let ry = ry + (n as u64) * self.warps;
-                let words = ry * self.row_words + first_word;
+                let words = row_word(ry) + first_word;
                 for (k, &staged) in staged_row.iter().enumerate().take(columns) {
                     if ry < self.rows && self.lane + 32 * (k as u64) < width as u64 {
                         // SAFETY: row `ry < rows`, element `lane + 32 k < width`: inside the

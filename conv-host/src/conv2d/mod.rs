@@ -8,9 +8,9 @@ pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
 
 use crate::abi::{
-    Conv2dParams, MASK_CAPACITY, REGISTER_BLOCK, REGISTER_CHANNELS, REGISTER_ELEMENTS,
-    REGISTER_MASKS, REGISTER_ROWS, WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS,
-    register_output_shift, wide_row_words,
+    Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP,
+    STREAM_MASKS, StreamLayout, WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS,
+    wide_row_words,
 };
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
@@ -160,9 +160,10 @@ fn plan(
         }
         _ => {}
     }
-    // Auto, general masks: the register-tiled kernels (the walk for square masks up to 7 x 7,
-    // the wide design for masks 9, 15 or 31 wide; 31 x 31 on an H200: 2.58 ms against 17.9 ms
-    // for the tiled kernel); else the textbook's tiled kernel, measured fastest of the seeds.
+    // Auto, general masks: the register-tiled kernels (the streaming design for square masks
+    // up to 9 x 9, the wide design for masks 9 to 31 wide; 31 x 31 on an H200: 2.48 ms against
+    // 17.9 ms for the tiled kernel); else the textbook's tiled kernel, measured fastest of the
+    // seeds.
     if kernel == Kernel::RegisterTiled {
         return plan_register_tiled(device, (rows, cols), channels, tile);
     }
@@ -444,18 +445,11 @@ impl Engine {
         let session = self.session()?;
         let device = session.device();
         let elements = (shape.width * shape.channels) as u64;
-        let wide = is_wide(plan);
-        // The register-tiled kernel's output groups start `shift` elements left of the row.
-        let shift = match plan.kernel {
-            Kernel::RegisterTiled if !wide => {
-                register_output_shift(mask.left as u64, shape.channels as u64)
-            }
-            _ => 0,
-        };
-        let blocks_x = (elements + shift).div_ceil(u64::from(plan.output_tile.0));
+        let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
         let sms = device.multiprocessor_count;
         let (tile_h, block, shared_memory_bytes) = match plan.kernel {
-            Kernel::Separable if separable::is_wide(plan) => (
+            // The strip designs: blocks as tall as their cost model says for this image.
+            _ if is_stream(plan) || separable::is_wide(plan) => (
                 separable::wide_rows_per_block(height, blocks_x, mask.rows, sms),
                 plan.block,
                 plan.shared_memory_bytes,
@@ -465,16 +459,10 @@ impl Engine {
                 plan.block,
                 plan.shared_memory_bytes,
             ),
-            // Full blocks whatever the image size: fewer rows of threads for small images, as
-            // the walk takes, made them slower (H200, 1024^2 31x31: 0.207 ms with 2 rows of
-            // threads, 0.064 ms with 16), as each block then stages a 30-row halo for 4 rows.
-            Kernel::RegisterTiled if wide => {
-                (plan.output_tile.1, plan.block, plan.shared_memory_bytes)
-            }
-            Kernel::RegisterTiled => {
-                let threads_y = register_threads_y(height, blocks_x, sms);
-                (threads_y * REGISTER_ROWS, (plan.block.0, threads_y), 0)
-            }
+            // Full blocks whatever the image size: fewer rows of threads for small images
+            // made the wide register-tiled kernels slower (H200, 1024^2 31x31: 0.207 ms with 2
+            // rows of threads, 0.064 ms with 16), as each block then stages a 30-row halo for
+            // 4 rows.
             _ => (plan.output_tile.1, plan.block, plan.shared_memory_bytes),
         };
         let blocks_y = u64::from(height).div_ceil(u64::from(tile_h));
@@ -533,20 +521,6 @@ struct ImageShape {
     pitch: usize,
 }
 
-/// The register-tiled entry points: `(mask size, channels, name)`, as `conv-kernels` declares
-/// them for `REGISTER_MASKS x REGISTER_CHANNELS`.
-pub(crate) const REGISTER_ENTRY_POINTS: [(u32, u32, &str); 9] = [
-    (3, 1, "conv2d_register_m3_c1"),
-    (3, 3, "conv2d_register_m3_c3"),
-    (3, 4, "conv2d_register_m3_c4"),
-    (5, 1, "conv2d_register_m5_c1"),
-    (5, 3, "conv2d_register_m5_c3"),
-    (5, 4, "conv2d_register_m5_c4"),
-    (7, 1, "conv2d_register_m7_c1"),
-    (7, 3, "conv2d_register_m7_c3"),
-    (7, 4, "conv2d_register_m7_c4"),
-];
-
 /// The wide register-tiled entry points: `(mask width, channels, name)`, as `conv-kernels`
 /// declares them for `WIDE_MASK_WIDTHS x REGISTER_CHANNELS`.
 pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 39] = [
@@ -592,10 +566,10 @@ pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 39] = [
 ];
 
 /// The register-tiled entry point for this mask and channel count, if one was compiled: the
-/// walk for square masks of `REGISTER_MASKS`, else the wide design for masks of
+/// streaming design for square masks of `STREAM_MASKS`, else the wide design for masks of
 /// `WIDE_MASK_WIDTHS` columns (any height).
 fn register_entry_point(mask: (usize, usize), channels: usize) -> Option<&'static str> {
-    square_entry_point(&REGISTER_ENTRY_POINTS, mask, channels).or_else(|| {
+    square_entry_point(&STREAM_ENTRY_POINTS, mask, channels).or_else(|| {
         WIDE_ENTRY_POINTS
             .iter()
             .find(|&&(w, c, _)| mask.1 == w as usize && channels == c as usize)
@@ -603,9 +577,26 @@ fn register_entry_point(mask: (usize, usize), channels: usize) -> Option<&'stati
     })
 }
 
-/// Whether `plan` runs a wide register-tiled kernel.
-fn is_wide(plan: &LaunchPlan) -> bool {
-    WIDE_ENTRY_POINTS
+/// The streaming entry points: `(mask size, channels, name)`, as `conv-kernels` declares them
+/// for `STREAM_MASKS x REGISTER_CHANNELS`.
+pub(crate) const STREAM_ENTRY_POINTS: [(u32, u32, &str); 12] = [
+    (3, 1, "conv2d_stream_m3_c1"),
+    (3, 3, "conv2d_stream_m3_c3"),
+    (3, 4, "conv2d_stream_m3_c4"),
+    (5, 1, "conv2d_stream_m5_c1"),
+    (5, 3, "conv2d_stream_m5_c3"),
+    (5, 4, "conv2d_stream_m5_c4"),
+    (7, 1, "conv2d_stream_m7_c1"),
+    (7, 3, "conv2d_stream_m7_c3"),
+    (7, 4, "conv2d_stream_m7_c4"),
+    (9, 1, "conv2d_stream_m9_c1"),
+    (9, 3, "conv2d_stream_m9_c3"),
+    (9, 4, "conv2d_stream_m9_c4"),
+];
+
+/// Whether `plan` runs a streaming kernel.
+fn is_stream(plan: &LaunchPlan) -> bool {
+    STREAM_ENTRY_POINTS
         .iter()
         .any(|&(_, _, name)| name == plan.entry_point)
 }
@@ -634,21 +625,6 @@ pub(crate) fn square_entry_point(
         .map(|&(_, _, name)| name)
 }
 
-/// Thread rows of a register-tiled walk block for an image of `height` rows and `blocks_x`
-/// blocks along a row: `REGISTER_BLOCK.1`, or fewer (down to one warp per block) where that
-/// would leave fewer than four blocks per SM, so small images still fill the GPU (a 1024^2
-/// image has 8 x 8 blocks of 32 x 8 threads).
-fn register_threads_y(height: u32, blocks_x: u64, multiprocessors: u32) -> u32 {
-    let mut threads_y = REGISTER_BLOCK.1;
-    let blocks = |threads_y: u32| {
-        blocks_x * u64::from(height).div_ceil(u64::from(threads_y * REGISTER_ROWS))
-    };
-    while threads_y > 1 && blocks(threads_y) < 4 * u64::from(multiprocessors) {
-        threads_y /= 2;
-    }
-    threads_y
-}
-
 /// Plans the register-tiled design, or explains why it does not apply.
 fn plan_register_tiled(
     device: &DeviceInfo,
@@ -663,14 +639,16 @@ fn plan_register_tiled(
     let entry_point = register_entry_point((rows, cols), channels).ok_or_else(|| {
         invalid(format!(
             "no register-tiled kernel for a {rows} x {cols} mask with {channels} channel(s): it is \
-             compiled for square masks of {REGISTER_MASKS:?} and masks {WIDE_MASK_WIDTHS:?} \
+             compiled for square masks of {STREAM_MASKS:?} and masks {WIDE_MASK_WIDTHS:?} \
              wide, with {REGISTER_CHANNELS:?} channels"
         ))
     })?;
-    let wide = WIDE_ENTRY_POINTS
+    let stream = STREAM_ENTRY_POINTS
         .iter()
         .any(|&(_, _, name)| name == entry_point);
-    let block = if wide {
+    let block = if stream {
+        (SEPARABLE_THREADS, 1)
+    } else {
         // Fewer rows of threads where the staged region would leave one block per SM.
         let mut threads_y = WIDE_BLOCK.1;
         while threads_y > 2
@@ -679,8 +657,6 @@ fn plan_register_tiled(
             threads_y /= 2;
         }
         (WIDE_BLOCK.0, threads_y)
-    } else {
-        REGISTER_BLOCK
     };
     if tile.is_some_and(|t| t != block) {
         return Err(invalid(format!(
@@ -692,12 +668,15 @@ fn plan_register_tiled(
             "the {rows} x {cols} mask has more than the {MASK_CAPACITY} taps constant memory holds"
         )));
     }
-    let (output_tile, shared_bytes) = if wide {
+    let (output_tile, shared_bytes) = if stream {
+        let layout = StreamLayout::new(rows as u64, channels as u64);
+        (
+            (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
+            layout.words * 4,
+        )
+    } else {
         let bytes = wide_shared_bytes(block.1, rows, cols, channels);
         ((block.0 * WIDE_OUTPUTS, block.1 * WIDE_ROWS), bytes)
-    } else {
-        let tile = (block.0 * REGISTER_ELEMENTS, block.1 * REGISTER_ROWS);
-        (tile, 0)
     };
     check_block(device, entry_point, block, shared_bytes)?;
     Ok(LaunchPlan {
@@ -713,16 +692,6 @@ fn plan_register_tiled(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn small_images_get_register_blocks_with_fewer_rows() {
-        // 8192^2, one channel: 65 blocks along a row, 64 block rows of 32 x 8 threads.
-        assert_eq!(register_threads_y(8192, 65, 132), REGISTER_BLOCK.1);
-        // 1024^2: 8 x 8 blocks of 32 x 8 would leave most SMs idle; one warp per block.
-        assert_eq!(register_threads_y(1024, 8, 132), 1);
-        assert_eq!(register_threads_y(4096, 32, 132), REGISTER_BLOCK.1);
-        assert_eq!(register_threads_y(1, 1, 132), 1);
-    }
 
     /// The entry-point tables are written out (the plan hands out `&'static str` names); they
     /// must list exactly the kernels `conv-kernels` declares for the abi's sizes, by its names.
@@ -742,13 +711,34 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            listed(&REGISTER_ENTRY_POINTS),
-            expected(&REGISTER_MASKS, "register_m")
-        );
-        assert_eq!(
             listed(&WIDE_ENTRY_POINTS),
             expected(&WIDE_MASK_WIDTHS, "wide_w")
         );
+        assert_eq!(
+            listed(&STREAM_ENTRY_POINTS),
+            expected(&STREAM_MASKS, "stream_m")
+        );
+    }
+
+    /// A streaming pass thread `c < 64` reads the quads of its window (elements from `4c` on,
+    /// `4 + (M - 1) C` of them, rounded up to quads) from a ring row: they must lie within the
+    /// row, cover the window, and three blocks' ring and column table must fit a Hopper SM
+    /// (228 KiB).
+    #[test]
+    fn stream_windows_stay_in_their_rows() {
+        for &mask in &STREAM_MASKS {
+            for &channels in &REGISTER_CHANNELS {
+                let (mask, channels) = (u64::from(mask), u64::from(channels));
+                let layout = StreamLayout::new(mask, channels);
+                let window = 4 + (mask - 1) * channels;
+                let last_thread = 63;
+                assert!(4 * last_thread + 4 * window.div_ceil(4) <= layout.row_words);
+                assert!(layout.row_words >= u64::from(SEPARABLE_WIDE_STRIP) + window - 4);
+                assert_eq!(layout.ring_rows, 32 + mask - 1);
+                assert!(layout.column_table >= layout.ring_rows * layout.row_words);
+                assert!(3 * layout.words * 4 <= 228 * 1024, "{mask} x {channels}");
+            }
+        }
     }
 
     /// The wide kernel reads quad `q` of thread `t`'s window (first element `16 t`) at

@@ -18,7 +18,7 @@ pub const SEPARABLE_TOLERANCE: f64 = 4.0 * f32::EPSILON as f64;
 
 /// Output rows per separable block: each block row-filters `mask_h - 1` rows more than it
 /// outputs, so taller blocks waste less; 256 still gives 2,048 blocks for an 8192^2 image.
-const ROWS_PER_BLOCK: u32 = 256;
+pub(crate) const ROWS_PER_BLOCK: u32 = 256;
 
 /// Output rows per block of the general separable kernel for an image of `height` rows and
 /// `strips` column strips: `ROWS_PER_BLOCK`, or fewer (down to one 16-row step) where that

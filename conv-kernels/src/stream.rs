@@ -1,0 +1,105 @@
+//! Streaming 2D kernels for square general masks, specialised at compile time on the mask size
+//! `M` and the channel count `C`: a block walks down a strip of the image (see
+//! [`strip`](crate::strip)), staging each step's 32 input rows once into a ring of `32 + M - 1`
+//! rows in shared memory, and every thread computes 4 consecutive elements x 8 consecutive
+//! output rows from the ring.
+//!
+//! Per ring row a thread reads its window, `4 + (M - 1) C` elements, with 16-byte reads (the
+//! 32 threads of a warp read consecutive quads of one row, free of bank conflicts), and feeds
+//! each value to every accumulator it belongs to: up to `8 x 4 x M` multiply-adds per row,
+//! each tap a compile-time constant-memory operand, for `(4 + (M - 1) C) / 4` reads. Each
+//! input element is loaded from global memory once per block (the design it replaced, a
+//! thread walking down 16 rows with its windows in registers, loaded it once per window
+//! covering it and the halo rows once per 16-row thread).
+//!
+//! Two barriers per step: after the staging (the pass reads the rows) and after the pass (the
+//! next staging overwrites the rows it read). The ring holds a step's 32 rows and the `M - 1`
+//! before them, small enough (37 to 47 KB) for three blocks per SM where registers allow.
+
+use crate::abi::{Conv2dParams, StreamLayout};
+use crate::boundary::Plane;
+use crate::gpu::{ConstantMask, Mask, sync_threads};
+use crate::strip::{CHUNK, PassSums, Strip};
+use crate::wide::accumulate_window;
+
+/// The streaming design for an `M x M` mask over `C` channels.
+///
+/// # Safety
+/// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the
+/// `M x M` taps row by row; `p.mask_h = p.mask_w = M`, `p.channels = C`; a `(256, 1)` block
+/// with `StreamLayout::new(M, C).words * 4` bytes of shared memory; `p.out_tile_h + M - 1` a
+/// multiple of 32; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned.
+#[inline(always)]
+unsafe fn stream<const M: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    const { assert!(M >= 1 && M <= 9 && C >= 1 && C <= 4) };
+    let layout = StreamLayout::new(M as u64, C as u64);
+    let strip = Strip::new::<M, C>(p, layout.ring_rows, layout.column_table);
+    // SAFETY: `input` is a pitched image as `p` describes (caller).
+    let image = unsafe { Plane::new(input, p) };
+    strip.fold_columns(image);
+    // Ring slots of input rows `32 s` (step `s`'s first staged row) and `32 s - (M - 1)` (the
+    // first its pass reads).
+    let mut step_slot = 0;
+    let mut pass_slot = CHUNK % layout.ring_rows;
+    for step in 0..strip.steps::<M>() {
+        // SAFETY: ring slots of `row_words` words; the table is filled.
+        unsafe {
+            strip.stage::<M, C>((input, image, p), step, |ry| {
+                strip.advance(step_slot, ry) * layout.row_words
+            })
+        };
+        sync_threads();
+        // SAFETY: a window of `4 + (M - 1) C` elements from element `4c` lies within the
+        // staged width rounded up to quads; forwarded contract of `output`.
+        unsafe {
+            strip.pass::<M, MAX_WINDOW_QUADS>(
+                (step, pass_slot),
+                (0, layout.row_words, window_quads(M, C)),
+                (output, p),
+                |sums: &mut PassSums, i, quads| {
+                    for (k, row_sums) in sums.iter_mut().enumerate() {
+                        if i >= k && i - k < M {
+                            let taps: [f32; M] = core::array::from_fn(|j| {
+                                ConstantMask.tap(((i - k) * M + j) as u64)
+                            });
+                            accumulate_window::<4, M, C>(row_sums, &taps, |q| quads[q]);
+                        }
+                    }
+                },
+            )
+        };
+        // The next step's rows overwrite the ones this pass read.
+        sync_threads();
+        step_slot = strip.advance(step_slot, CHUNK);
+        pass_slot = strip.advance(pass_slot, CHUNK);
+    }
+}
+
+/// 16-byte quads of a pass thread's window: its 4 elements and the `(M - 1) C` after them.
+const fn window_quads(mask: usize, channels: usize) -> usize {
+    (4 + (mask - 1) * channels).div_ceil(4)
+}
+
+/// The widest window, 9 x 9 over 4 channels (a window length cannot be a generic expression
+/// of `M` and `C`; the quads past a kernel's own are zeros the optimiser drops).
+const MAX_WINDOW_QUADS: usize = window_quads(9, 4);
+
+specialised_entry_points!(
+    stream, "Streaming 2D kernel, mask size and channels:":
+    (conv2d_stream_m3_c1, 3, 1),
+    (conv2d_stream_m3_c3, 3, 3),
+    (conv2d_stream_m3_c4, 3, 4),
+    (conv2d_stream_m5_c1, 5, 1),
+    (conv2d_stream_m5_c3, 5, 3),
+    (conv2d_stream_m5_c4, 5, 4),
+    (conv2d_stream_m7_c1, 7, 1),
+    (conv2d_stream_m7_c3, 7, 3),
+    (conv2d_stream_m7_c4, 7, 4),
+    (conv2d_stream_m9_c1, 9, 1),
+    (conv2d_stream_m9_c3, 9, 3),
+    (conv2d_stream_m9_c4, 9, 4),
+);

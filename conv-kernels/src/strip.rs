@@ -1,0 +1,236 @@
+//! The strip walk that the wide separable and the streaming kernels share.
+//!
+//! A block of 256 threads owns a strip of `STRIP` = 256 output elements (pixels x channels)
+//! and `out_tile_h` output rows, and walks down them `CHUNK` = 32 input rows per step:
+//!
+//! - [`Strip::stage`] puts the step's 32 input rows, strip plus the mask's halo, in shared
+//!   memory, warp by warp (every load of a warp's rows in flight before its stores); steps that
+//!   reach past the image take each column's folded offset from a table that
+//!   [`Strip::fold_columns`] fills once per block, and fold each row once;
+//! - [`Strip::pass`] runs down the columns: each thread owns 4 consecutive elements of 8
+//!   consecutive output rows and streams the `8 + M - 1` rows they need from a ring of `32 + M
+//!   - 1` rows (a step's rows and the `M - 1` before them) through 16-byte reads, then stores
+//!   the rows that lie in the block.
+//!
+//! The block's outputs of step `s` are rows `32 s - (M - 1) ..` of its strip: a step's first
+//! `M - 1` rows complete outputs whose upper rows the previous step staged, so the first step
+//! of a block completes `32 - (M - 1)` rows and the host picks `out_tile_h + M - 1` a multiple
+//! of 32.
+
+use crate::abi::{Conv2dParams, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, strip_row_words};
+use crate::boundary::Plane;
+use crate::gpu::{SharedTile, block_idx_x, block_idx_y, sync_threads, thread_idx_x};
+use crate::wide::{Plain, Staging, store_segment, with_finish};
+use core::marker::PhantomData;
+
+/// Input rows per step.
+pub const CHUNK: u64 = SEPARABLE_WIDE_CHUNK_ROWS as u64;
+/// Output elements of a block row.
+pub const STRIP: u64 = SEPARABLE_WIDE_STRIP as u64;
+/// Output rows of a pass thread.
+pub const PASS_ROWS: usize = 8;
+/// The column table's entry for a constant ghost cell.
+const NO_COLUMN: u32 = u32::MAX;
+
+/// A pass thread's sums: 4 elements of each of its 8 output rows.
+pub type PassSums = [[f32; 4]; PASS_ROWS];
+
+/// The geometry of one block, from the launch parameters.
+#[derive(Clone, Copy)]
+pub struct Strip {
+    /// First element of the strip and first output row.
+    pub e0: u64,
+    pub y0: u64,
+    /// Output rows of this block (fewer in the last block row).
+    pub out_rows: u64,
+    pub lane: u64,
+    pub warp: u64,
+    /// Rows of the ring the pass reads.
+    pub ring_rows: u64,
+    /// Elements of a staged row (strip plus halo) and their first image element.
+    staged_w: u64,
+    first_e: i64,
+    /// The image row of the block's first staged row.
+    first_y: i64,
+    /// Whether every staged column lies inside the image.
+    columns_inside: bool,
+    /// First word of the column table.
+    column_table: u64,
+}
+
+impl Strip {
+    /// The block's strip for a mask `M` taps a side over `C` channels, with a ring of
+    /// `ring_rows` rows and the column table at word `column_table`.
+    #[inline(always)]
+    pub fn new<const M: usize, const C: usize>(
+        p: &Conv2dParams,
+        ring_rows: u64,
+        column_table: u64,
+    ) -> Self {
+        let rows_per_block = u64::from(p.out_tile_h);
+        let y0 = (u64::from(p.block_offset_y) + block_idx_y()) * rows_per_block;
+        let e0 = block_idx_x() * STRIP;
+        let staged_w = STRIP + (M as u64 - 1) * C as u64;
+        let first_e = e0 as i64 - i64::from(p.left) * C as i64;
+        let elements = u64::from(p.width) * C as u64;
+        let thread = thread_idx_x();
+        Self {
+            e0,
+            y0,
+            out_rows: rows_per_block.min(u64::from(p.height) - y0),
+            lane: thread % 32,
+            warp: thread / 32,
+            ring_rows,
+            staged_w,
+            first_e,
+            first_y: y0 as i64 - i64::from(p.top),
+            columns_inside: first_e >= 0 && first_e as u64 + staged_w <= elements,
+            column_table,
+        }
+    }
+
+    /// Steps of 32 input rows that the block's outputs and their `M - 1` halo rows take.
+    #[inline(always)]
+    pub fn steps<const M: usize>(self) -> u64 {
+        (self.out_rows + M as u64 - 1).div_ceil(CHUNK)
+    }
+
+    /// `slot + rows` within the ring, for `slot < ring_rows` and `rows <= ring_rows`.
+    #[inline(always)]
+    pub fn advance(self, slot: u64, rows: u64) -> u64 {
+        let next = slot + rows;
+        if next >= self.ring_rows {
+            next - self.ring_rows
+        } else {
+            next
+        }
+    }
+
+    /// Fills the column table with the folded offset of every staged column (the border
+    /// steps': every step of the strips at the image's sides, the first and last of the block
+    /// rows at its top and bottom), and waits for the block.
+    #[inline(always)]
+    pub fn fold_columns(self, image: Plane) {
+        let mut x = thread_idx_x();
+        while x < self.staged_w {
+            let column = image
+                .column(self.first_e + x as i64)
+                .map_or(NO_COLUMN, |c| c as u32);
+            // SAFETY: `x < staged_w`: an entry of the table; read after the barrier below.
+            unsafe { SharedTile::store(self.column_table + x, f32::from_bits(column)) };
+            x += 256;
+        }
+        sync_threads();
+    }
+
+    /// Stages step `step`'s 32 input rows, row `ry` of the step from word `row_word(ry)` on,
+    /// from `input`, the pitched image `image` describes.
+    ///
+    /// # Safety
+    /// `input` is the image `p` describes and `image` was made from; `row_word(ry)` starts a
+    /// row of `strip_row_words` reserved words for `ry < 32`; the column table is filled.
+    #[inline(always)]
+    pub unsafe fn stage<const M: usize, const C: usize>(
+        self,
+        (input, image, p): (*const f32, Plane, &Conv2dParams),
+        step: u64,
+        row_word: impl Fn(u64) -> u64,
+    ) {
+        let staging = Staging::<Plain> {
+            rows: CHUNK,
+            row_words: strip_row_words(M as u64, C as u64),
+            lane: self.lane,
+            warp: self.warp,
+            warps: 8,
+            layout: PhantomData,
+        };
+        let step_y = self.first_y + (step * CHUNK) as i64;
+        if self.columns_inside && step_y >= 0 && step_y as u64 + CHUNK <= u64::from(p.height) {
+            staging.interior_at::<M, C, 4, _>(
+                row_word,
+                |ry| (step_y as u64 + ry) * p.pitch + self.first_e as u64 + self.lane,
+                // SAFETY: the step's region lies inside the image.
+                |row, k| unsafe { *input.add((row + 32 * k as u64) as usize) },
+            );
+        } else {
+            // Border steps fold each staged row once and take each column's folded offset
+            // from the table: the strips at the image's sides run every step this way, and a
+            // fold per element made them the kernel's slowest blocks.
+            staging.interior_at::<M, C, 2, _>(
+                row_word,
+                |ry| image.row(step_y + ry as i64),
+                |row, k| {
+                    let x = self.lane + 32 * k as u64;
+                    // SAFETY: `x < staged_w`: an entry of the table (caller).
+                    let column = unsafe { SharedTile::load(self.column_table + x) }.to_bits();
+                    image.at(row, (column != NO_COLUMN).then_some(u64::from(column)))
+                },
+            );
+        }
+    }
+
+    /// The pass of step `step` down the columns, and the stores of the outputs it completes:
+    /// thread `(c, g)`, `c = lane + 32 (warp % 2)`, `g = warp / 2`, owns elements `4c .. 4c +
+    /// 4` of output rows `32 step - (M - 1) + 8 g ..` (8 rows), which need the ring's rows from
+    /// slot `pass_slot + 8 g` on. For each of the `8 + M - 1` rows `i` it reads `quads <= Q`
+    /// quads from element `4c` on (word `ring + slot * row_words + 4c`; the rest of the `Q`
+    /// are zeros) and hands them to `apply(sums, i, quads)`. A warp whose rows all lie outside
+    /// the block skips the pass.
+    ///
+    /// # Safety
+    /// The ring's rows were stored before the last barrier, `4c + 4 quads <= row_words` for
+    /// every `c < 64`; `output` is a pitched image as `p` describes, `p.pitch` a multiple of 4
+    /// and the buffer 16-byte aligned.
+    #[inline(always)]
+    pub unsafe fn pass<const M: usize, const Q: usize>(
+        self,
+        (step, pass_slot): (u64, u64),
+        (ring, row_words, quads): (u64, u64, usize),
+        (output, p): (*mut f32, &Conv2dParams),
+        apply: impl Fn(&mut PassSums, usize, &[[f32; 4]; Q]),
+    ) {
+        let c = self.lane + 32 * (self.warp % 2);
+        let group = self.warp / 2;
+        let first_out = (step * CHUNK + PASS_ROWS as u64 * group) as i64 - (M as i64 - 1);
+        if first_out + PASS_ROWS as i64 <= 0 || first_out >= self.out_rows as i64 {
+            return;
+        }
+        let slot = self.advance(pass_slot, PASS_ROWS as u64 * group);
+        // Row `i` sits in slot `slot + i`, or `slot + i - ring_rows` from `i = ring_rows -
+        // slot` on (at most one wrap: `8 + M - 1 <= ring_rows`). 32-bit arithmetic: one
+        // compare and one select per row.
+        let wrap = (self.ring_rows - slot) as u32;
+        let row_bytes = row_words as u32 * 4;
+        let first = SharedTile::address32(ring + slot * row_words + 4 * c);
+        let wrapped = first.wrapping_sub(self.ring_rows as u32 * row_bytes);
+        let mut sums = [[0.0f32; 4]; PASS_ROWS];
+        for i in 0..PASS_ROWS + M - 1 {
+            let base = if (i as u32) < wrap { first } else { wrapped };
+            let row = base.wrapping_add(i as u32 * row_bytes);
+            let window: [[f32; 4]; Q] = core::array::from_fn(|q| {
+                if q < quads {
+                    // SAFETY: a ring row (see above), words `4c .. 4c + 4 quads` within it
+                    // (caller), stored before the barrier (rows before the block's first feed
+                    // only rows it does not store).
+                    unsafe { SharedTile::load4_at(row + 16 * q as u32) }
+                } else {
+                    [0.0; 4]
+                }
+            });
+            apply(&mut sums, i, &window);
+        }
+        let e = self.e0 + 4 * c;
+        let elements = u64::from(p.width) * p.channels as u64;
+        with_finish(p, |finish| {
+            for (k, row_sums) in sums.iter().enumerate() {
+                let o = first_out + k as i64;
+                if o >= 0 && (o as u64) < self.out_rows && e < elements {
+                    let at = output.wrapping_add(((self.y0 + o as u64) * p.pitch + e) as usize);
+                    // SAFETY: row `y0 + o < height`, element `e < width * channels <= pitch`;
+                    // 16-byte aligned (`e`, the pitch and the buffer are).
+                    unsafe { store_segment(at, row_sums, (e, elements), |sum| finish(sum, p)) };
+                }
+            }
+        });
+    }
+}
