@@ -109,34 +109,27 @@ macro_rules! vector_load {
 #[derive(Clone, Copy)]
 pub struct Quad(pub [f32; 4]);
 
-/// Declares a predicated global store of `$n` floats: one instruction, no branch, so LLVM
-/// cannot sink the computation of the values into a conditional block.
-macro_rules! predicated_store {
-    ($name:ident, $n:literal, $ty:literal, $vec:literal, $($v:ident),+) => {
-        #[doc = concat!("Writes `values` (", $n, " `f32`) to `target` if `condition` holds.")]
-        ///
-        /// # Safety
-        #[doc = concat!("Where `condition` holds, `target` points to ", $n, " writable `f32` in global memory, aligned to their size.")]
-        #[inline(always)]
-        pub unsafe fn $name(target: *mut f32, values: [f32; $n], condition: bool) {
-            let [$($v),+] = values;
-            // SAFETY: by the contract; nothing is written where the predicate is false.
-            unsafe {
-                asm!(
-                    concat!("{{ .reg .pred p; .reg .u64 g; setp.ne.u32 p, {condition}, 0; cvta.to.global.u64 g, {addr}; @p st.global", $vec, ".", $ty, " [g], ", predicated_store!(@operands $($v),+), "; }}"),
-                    condition = in(reg32) u32::from(condition),
-                    addr = in(reg64) target,
-                    $($v = in(reg32) $v,)+
-                    options(nostack),
-                );
-            }
-        }
-    };
-    (@operands $($v:ident),+) => { concat!("{{", predicated_store!(@join $($v),+), "}}") };
-    (@join $first:ident $(, $rest:ident)*) => { concat!("{", stringify!($first), "}" $(, ", {", stringify!($rest), "}")*) };
+/// Writes `[a, b, c, d]` to `target[0..4]` with one 16-byte store, marked as streaming
+/// (`.cs`: written once, not read again by the kernel, so L2 may evict it first).
+///
+/// # Safety
+/// `target` points to 4 writable `f32` in global memory, 16-byte aligned.
+#[inline(always)]
+pub unsafe fn store4_streaming(target: *mut f32, [a, b, c, d]: [f32; 4]) {
+    // SAFETY: by the contract; `cvta.to.global` turns the generic pointer into the global
+    // address `st.global` expects.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {addr}; st.global.cs.v4.f32 [g], {{{a}, {b}, {c}, {d}}}; }}",
+            addr = in(reg64) target,
+            a = in(reg32) a,
+            b = in(reg32) b,
+            c = in(reg32) c,
+            d = in(reg32) d,
+            options(nostack),
+        );
+    }
 }
-
-predicated_store!(store4_if, 4, "f32", ".v4", a, b, c, d);
 
 /// Where a kernel reads its mask taps from.
 pub trait Mask: Copy {

@@ -9,7 +9,7 @@
 //! - [`with_finish`] and [`store_segment`]: how a thread writes its final sums.
 
 use crate::abi::{Conv2dParams, WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
-use crate::gpu::{SharedTile, clamp_keeping_nan, fma, store4_if};
+use crate::gpu::{SharedTile, clamp_keeping_nan, fma, store4_streaming};
 
 /// Elements along a row that a wide block produces.
 pub const TILE_ELEMENTS: usize = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize;
@@ -190,7 +190,7 @@ pub unsafe fn store_segment<const N: usize>(
         for (q, quad) in sums.chunks_exact(4).enumerate() {
             let quad = [quad[0], quad[1], quad[2], quad[3]].map(&finish);
             // SAFETY: elements `e + 4q .. e + 4q + 4 <= elements`, 16-byte aligned (caller).
-            unsafe { store4_if(at.wrapping_add(4 * q), quad, true) };
+            unsafe { store4_streaming(at.wrapping_add(4 * q), quad) };
         }
     } else {
         for (d, &sum) in sums.iter().enumerate() {
