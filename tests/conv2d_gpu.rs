@@ -600,11 +600,11 @@ fn separable_kernels_match_the_reference() {
                 .unwrap();
             // Auto factors 2D masks with a wide separable kernel (square, 3 to 31 of
             // SEPARABLE_MASKS, 1, 3 or 4 channels), those of more than 81 taps, and those no
-            // register-tiled kernel was compiled for (square up to 7 x 7, or 9 to 31 wide, odd).
+            // register-tiled kernel was compiled for (square up to 9 x 9, or 9 to 31 wide, odd).
             let standard_channels = [1, 3, 4].contains(&channels);
             let wide_separable =
                 shape.0 == shape.1 && [3, 5, 7, 9, 15, 31].contains(&shape.0) && standard_channels;
-            let register = (shape.0 == shape.1 && [3, 5, 7].contains(&shape.0)
+            let register = (shape.0 == shape.1 && [3, 5, 7, 9].contains(&shape.0)
                 || shape.1 == 1
                 || (9..=31).step_by(2).any(|w| w == shape.1))
                 && standard_channels;

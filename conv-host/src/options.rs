@@ -84,11 +84,11 @@ pub enum Kernel {
     /// Only the tile's own elements in shared memory; halo cells read through the L2 cache.
     TiledL2,
     /// Compiled for 1D masks of 3, 5, 7, 9, 15 or 31 taps, and for 2D masks with 1, 3 or 4
-    /// channels that are square of 3, 5 or 7 taps, or 1 or any odd number from 9 to 31 taps
+    /// channels that are square of 3, 5, 7 or 9 taps, or 1 or any odd number from 9 to 31 taps
     /// wide (any height, up to the 4096 taps of constant memory): each thread keeps several
-    /// outputs in registers (4 or 8 consecutive ones in 1D; 4 elements x 16 rows for the small
-    /// square 2D masks, 16 elements x 2 rows for the wide ones) and reuses every input value it
-    /// reads for all of them. `Auto` picks it where it applies.
+    /// outputs in registers (4 or 8 consecutive ones in 1D; 4 elements x 8 rows for the square
+    /// 2D masks up to 9 x 9, 16 elements x 2 rows for the wide ones) and reuses every input
+    /// value it reads for all of them. `Auto` picks it where it applies.
     RegisterTiled,
     /// 2D masks of rank 1 (`mask[i][j] = column[i] * row[j]`, such as Gaussian and box masks):
     /// one fused kernel filters along the rows into shared memory, then down the columns, so an
