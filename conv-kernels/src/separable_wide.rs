@@ -8,18 +8,19 @@
 //! and `out_tile_h` output rows, and walk down them `SEPARABLE_WIDE_CHUNK_ROWS` = 32 input rows
 //! per step:
 //!
-//! 1. staging: the step's 32 input rows, strip plus `(M - 1) C` halo elements, into shared
-//!    memory, warp by warp (the boundary mode only in steps that reach past the image);
+//! 1. staging ([`Strip::stage`]): the step's 32 input rows, strip plus `(M - 1) C` halo
+//!    elements, into shared memory, warp by warp (the boundary mode only in steps that reach
+//!    past the image);
 //! 2. row pass: each thread filters 16 consecutive outputs of a staged row along the row, twice
 //!    (512 row segments per step), and writes them to a ring of row-filtered rows, slot
 //!    `h mod ring_rows` for the block's filtered row `h`. The 8 threads of a quarter-warp take
 //!    the same segment of 8 consecutive rows, and both the staged rows and the ring rows hold
 //!    an odd number of 16-byte quads, so their 16-byte reads and writes fall on 8 different
 //!    groups of banks;
-//! 3. column pass: each thread filters 4 consecutive elements x 8 consecutive output rows down
-//!    the columns: it streams the `8 + M - 1` ring rows through 16-byte reads, each feeding
-//!    every accumulator it belongs to (32 M multiply-adds for `8 + M - 1` reads), and stores
-//!    the rows that lie in the block with 16-byte stores.
+//! 3. column pass ([`Strip::pass`]): each thread filters 4 consecutive elements x 8
+//!    consecutive output rows down the columns: it streams the `8 + M - 1` ring rows through
+//!    16-byte reads, each feeding every accumulator it belongs to (32 M multiply-adds for
+//!    `8 + M - 1` reads), and stores the rows that lie in the block with 16-byte stores.
 //!
 //! The ring holds a step's 32 rows and the `M - 1` before them, so two barriers per step
 //! suffice: after the staging (the row pass reads it, and the previous column pass is done with
