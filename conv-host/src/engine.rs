@@ -135,8 +135,8 @@ impl Engine {
             .map(|&(_, name)| name);
         let separable_names = crate::conv2d::SEPARABLE_ENTRY_POINTS
             .iter()
-            .chain(&crate::conv2d::WIDE_ENTRY_POINTS)
-            .chain(&crate::conv2d::STREAM_ENTRY_POINTS)
+            .chain(crate::conv2d::WIDE_ENTRY_POINTS)
+            .chain(crate::conv2d::STREAM_ENTRY_POINTS)
             .map(|&(_, _, name)| name);
         for name in KERNEL_NAMES
             .iter()

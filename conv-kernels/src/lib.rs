@@ -15,19 +15,32 @@
 //!   the wide separable and streaming kernels share;
 //! - [`wide`]: the staging and window arithmetic the wide designs share.
 #![no_std]
-#![feature(abi_ptx, stdarch_nvptx, asm_experimental_arch, core_intrinsics)]
+#![feature(
+    abi_ptx,
+    stdarch_nvptx,
+    asm_experimental_arch,
+    core_intrinsics,
+    macro_metavar_expr_concat
+)]
 #![allow(internal_features)]
 
-/// Declares 2D entry points `$name(input, output, p)` that run `$design::<$a, $b>`, a design
-/// specialised at compile time on two sizes (mask size or width, and channels).
+/// Declares the 2D entry points `{prefix}{size}_c{channels}(input, output, p)` that run
+/// `$design::<size, channels>`, a design specialised at compile time on a mask size (or width)
+/// and the channel count, for each of the sizes given and the channel counts 1, 3 and 4
+/// (`abi::REGISTER_CHANNELS`; the host's tables are checked against the abi's sizes).
 macro_rules! specialised_entry_points {
-    ($design:ident, $doc:literal: $(($name:ident, $a:literal, $b:literal)),* $(,)?) => {$(
+    ($design:ident, $prefix:ident, $doc:literal: $($size:literal),+ $(,)?) => {$(
+        specialised_entry_points!(@one $design, $prefix, $doc, $size, 1);
+        specialised_entry_points!(@one $design, $prefix, $doc, $size, 3);
+        specialised_entry_points!(@one $design, $prefix, $doc, $size, 4);
+    )+};
+    (@one $design:ident, $prefix:ident, $doc:literal, $a:literal, $b:literal) => {
         #[doc = concat!($doc, " `", stringify!($design), "::<", $a, ", ", $b, ">`.")]
         ///
         /// # Safety
         #[doc = concat!("As `", stringify!($design), "`.")]
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(
+        pub unsafe extern "ptx-kernel" fn ${concat($prefix, $a, _c, $b)}(
             input: *const f32,
             output: *mut f32,
             p: crate::abi::Conv2dParams,
@@ -35,7 +48,7 @@ macro_rules! specialised_entry_points {
             // SAFETY: forwarded contract.
             unsafe { $design::<$a, $b>(input, output, &p) }
         }
-    )*};
+    };
 }
 
 pub mod abi;

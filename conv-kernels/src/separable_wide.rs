@@ -29,7 +29,6 @@
 //! `out_tile_h + M - 1` a multiple of 32.
 
 use crate::abi::{Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWideLayout};
-use crate::boundary::Plane;
 use crate::gpu::{ConstantMask, Mask, SharedTile, fma, sync_threads};
 use crate::strip::{CHUNK, PassSums, Strip};
 use crate::wide::accumulate_window;
@@ -52,11 +51,10 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
 ) {
     const { assert!(M >= 1 && M <= 31 && C >= 1 && C <= 4) };
     let layout = SeparableWideLayout::new(M as u64, C as u64);
-    let strip = Strip::new::<M, C>(p, layout.ring_rows, layout.column_table);
-    let ring = CHUNK * layout.staged_row_words;
     // SAFETY: `input` is a pitched image as `p` describes (caller).
-    let image = unsafe { Plane::new(input, p) };
-    strip.fold_columns(image);
+    let (strip, image) =
+        unsafe { Strip::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
+    let ring = CHUNK * layout.staged_row_words;
     let column_taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
     // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (M - 1)` (the first
     // its column pass reads).
@@ -123,23 +121,6 @@ fn row_pass<const M: usize, const C: usize>(
 }
 
 specialised_entry_points!(
-    separable_wide, "Wide fused separable 2D kernel, mask size and channels:":
-    (conv2d_separable_wide_m3_c1, 3, 1),
-    (conv2d_separable_wide_m3_c3, 3, 3),
-    (conv2d_separable_wide_m3_c4, 3, 4),
-    (conv2d_separable_wide_m5_c1, 5, 1),
-    (conv2d_separable_wide_m5_c3, 5, 3),
-    (conv2d_separable_wide_m5_c4, 5, 4),
-    (conv2d_separable_wide_m7_c1, 7, 1),
-    (conv2d_separable_wide_m7_c3, 7, 3),
-    (conv2d_separable_wide_m7_c4, 7, 4),
-    (conv2d_separable_wide_m9_c1, 9, 1),
-    (conv2d_separable_wide_m9_c3, 9, 3),
-    (conv2d_separable_wide_m9_c4, 9, 4),
-    (conv2d_separable_wide_m15_c1, 15, 1),
-    (conv2d_separable_wide_m15_c3, 15, 3),
-    (conv2d_separable_wide_m15_c4, 15, 4),
-    (conv2d_separable_wide_m31_c1, 31, 1),
-    (conv2d_separable_wide_m31_c3, 31, 3),
-    (conv2d_separable_wide_m31_c4, 31, 4),
+    separable_wide, conv2d_separable_wide_m, "Wide fused separable 2D kernel, mask size and channels:":
+    3, 5, 7, 9, 15, 31
 );

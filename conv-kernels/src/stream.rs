@@ -17,7 +17,6 @@
 //! before them, small enough (37 to 47 KB) for three blocks per SM where registers allow.
 
 use crate::abi::{Conv2dParams, StreamLayout};
-use crate::boundary::Plane;
 use crate::gpu::{ConstantMask, Mask, sync_threads};
 use crate::strip::{CHUNK, PassSums, Strip};
 use crate::wide::accumulate_window;
@@ -37,10 +36,9 @@ unsafe fn stream<const M: usize, const C: usize>(
 ) {
     const { assert!(M >= 1 && M <= 9 && C >= 1 && C <= 4) };
     let layout = StreamLayout::new(M as u64, C as u64);
-    let strip = Strip::new::<M, C>(p, layout.ring_rows, layout.column_table);
     // SAFETY: `input` is a pitched image as `p` describes (caller).
-    let image = unsafe { Plane::new(input, p) };
-    strip.fold_columns(image);
+    let (strip, image) =
+        unsafe { Strip::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
     // Ring slots of input rows `32 s` (step `s`'s first staged row) and `32 s - (M - 1)` (the
     // first its pass reads).
     let mut step_slot = 0;
@@ -89,17 +87,6 @@ const fn window_quads(mask: usize, channels: usize) -> usize {
 const MAX_WINDOW_QUADS: usize = window_quads(9, 4);
 
 specialised_entry_points!(
-    stream, "Streaming 2D kernel, mask size and channels:":
-    (conv2d_stream_m3_c1, 3, 1),
-    (conv2d_stream_m3_c3, 3, 3),
-    (conv2d_stream_m3_c4, 3, 4),
-    (conv2d_stream_m5_c1, 5, 1),
-    (conv2d_stream_m5_c3, 5, 3),
-    (conv2d_stream_m5_c4, 5, 4),
-    (conv2d_stream_m7_c1, 7, 1),
-    (conv2d_stream_m7_c3, 7, 3),
-    (conv2d_stream_m7_c4, 7, 4),
-    (conv2d_stream_m9_c1, 9, 1),
-    (conv2d_stream_m9_c3, 9, 3),
-    (conv2d_stream_m9_c4, 9, 4),
+    stream, conv2d_stream_m, "Streaming 2D kernel, mask size and channels:":
+    3, 5, 7, 9
 );

@@ -59,10 +59,29 @@ pub struct Strip {
 }
 
 impl Strip {
-    /// The block's strip for a mask `M` taps a side over `C` channels, with a ring of
-    /// `ring_rows` rows and the column table at word `column_table`.
+    /// Starts the block's walk: its strip for a mask `M` taps a side over `C` channels, with a
+    /// ring of `ring_rows` rows and the column table at word `column_table`, and the input
+    /// image, once the column table is filled and the block has waited for it.
+    ///
+    /// # Safety
+    /// `input` is a pitched image as `p` describes.
     #[inline(always)]
-    pub fn new<const M: usize, const C: usize>(
+    pub unsafe fn begin<const M: usize, const C: usize>(
+        input: *const f32,
+        p: &Conv2dParams,
+        ring_rows: u64,
+        column_table: u64,
+    ) -> (Self, Plane) {
+        let strip = Self::new::<M, C>(p, ring_rows, column_table);
+        // SAFETY: `input` is a pitched image as `p` describes (caller).
+        let image = unsafe { Plane::new(input, p) };
+        strip.fold_columns(image);
+        (strip, image)
+    }
+
+    /// The block's strip (see [`Strip::begin`]).
+    #[inline(always)]
+    fn new<const M: usize, const C: usize>(
         p: &Conv2dParams,
         ring_rows: u64,
         column_table: u64,
@@ -110,7 +129,7 @@ impl Strip {
     /// steps': every step of the strips at the image's sides, the first and last of the block
     /// rows at its top and bottom), and waits for the block.
     #[inline(always)]
-    pub fn fold_columns(self, image: Plane) {
+    fn fold_columns(self, image: Plane) {
         let mut x = thread_idx_x();
         while x < self.staged_w {
             let column = image

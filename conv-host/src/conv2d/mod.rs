@@ -1,6 +1,19 @@
 //! 2D correlation and convolution of images: single-channel `H x W` arrays and interleaved
 //! `H x W x C` arrays, one mask applied to every channel.
 
+/// The table `(size, channels, name)` of a family of 2D entry points that `conv-kernels`
+/// declares for the given sizes x `REGISTER_CHANNELS` (1, 3, 4), named
+/// `{prefix}{size}_c{channels}` (a unit test checks the tables against the abi's sizes).
+macro_rules! entry_point_table {
+    ($prefix:literal: $($size:literal),+ $(,)?) => {
+        [$(
+            ($size, 1, concat!($prefix, stringify!($size), "_c1")),
+            ($size, 3, concat!($prefix, stringify!($size), "_c3")),
+            ($size, 4, concat!($prefix, stringify!($size), "_c4")),
+        )+]
+    };
+}
+
 pub(crate) mod reference;
 mod separable;
 
@@ -523,53 +536,15 @@ struct ImageShape {
 
 /// The wide register-tiled entry points: `(mask width, channels, name)`, as `conv-kernels`
 /// declares them for `WIDE_MASK_WIDTHS x REGISTER_CHANNELS`.
-pub(crate) const WIDE_ENTRY_POINTS: [(u32, u32, &str); 39] = [
-    (1, 1, "conv2d_wide_w1_c1"),
-    (1, 3, "conv2d_wide_w1_c3"),
-    (1, 4, "conv2d_wide_w1_c4"),
-    (9, 1, "conv2d_wide_w9_c1"),
-    (9, 3, "conv2d_wide_w9_c3"),
-    (9, 4, "conv2d_wide_w9_c4"),
-    (11, 1, "conv2d_wide_w11_c1"),
-    (11, 3, "conv2d_wide_w11_c3"),
-    (11, 4, "conv2d_wide_w11_c4"),
-    (13, 1, "conv2d_wide_w13_c1"),
-    (13, 3, "conv2d_wide_w13_c3"),
-    (13, 4, "conv2d_wide_w13_c4"),
-    (15, 1, "conv2d_wide_w15_c1"),
-    (15, 3, "conv2d_wide_w15_c3"),
-    (15, 4, "conv2d_wide_w15_c4"),
-    (17, 1, "conv2d_wide_w17_c1"),
-    (17, 3, "conv2d_wide_w17_c3"),
-    (17, 4, "conv2d_wide_w17_c4"),
-    (19, 1, "conv2d_wide_w19_c1"),
-    (19, 3, "conv2d_wide_w19_c3"),
-    (19, 4, "conv2d_wide_w19_c4"),
-    (21, 1, "conv2d_wide_w21_c1"),
-    (21, 3, "conv2d_wide_w21_c3"),
-    (21, 4, "conv2d_wide_w21_c4"),
-    (23, 1, "conv2d_wide_w23_c1"),
-    (23, 3, "conv2d_wide_w23_c3"),
-    (23, 4, "conv2d_wide_w23_c4"),
-    (25, 1, "conv2d_wide_w25_c1"),
-    (25, 3, "conv2d_wide_w25_c3"),
-    (25, 4, "conv2d_wide_w25_c4"),
-    (27, 1, "conv2d_wide_w27_c1"),
-    (27, 3, "conv2d_wide_w27_c3"),
-    (27, 4, "conv2d_wide_w27_c4"),
-    (29, 1, "conv2d_wide_w29_c1"),
-    (29, 3, "conv2d_wide_w29_c3"),
-    (29, 4, "conv2d_wide_w29_c4"),
-    (31, 1, "conv2d_wide_w31_c1"),
-    (31, 3, "conv2d_wide_w31_c3"),
-    (31, 4, "conv2d_wide_w31_c4"),
-];
+pub(crate) const WIDE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_table!(
+    "conv2d_wide_w": 1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
 
 /// The register-tiled entry point for this mask and channel count, if one was compiled: the
 /// streaming design for square masks of `STREAM_MASKS`, else the wide design for masks of
 /// `WIDE_MASK_WIDTHS` columns (any height).
 fn register_entry_point(mask: (usize, usize), channels: usize) -> Option<&'static str> {
-    square_entry_point(&STREAM_ENTRY_POINTS, mask, channels).or_else(|| {
+    square_entry_point(STREAM_ENTRY_POINTS, mask, channels).or_else(|| {
         WIDE_ENTRY_POINTS
             .iter()
             .find(|&&(w, c, _)| mask.1 == w as usize && channels == c as usize)
@@ -579,20 +554,8 @@ fn register_entry_point(mask: (usize, usize), channels: usize) -> Option<&'stati
 
 /// The streaming entry points: `(mask size, channels, name)`, as `conv-kernels` declares them
 /// for `STREAM_MASKS x REGISTER_CHANNELS`.
-pub(crate) const STREAM_ENTRY_POINTS: [(u32, u32, &str); 12] = [
-    (3, 1, "conv2d_stream_m3_c1"),
-    (3, 3, "conv2d_stream_m3_c3"),
-    (3, 4, "conv2d_stream_m3_c4"),
-    (5, 1, "conv2d_stream_m5_c1"),
-    (5, 3, "conv2d_stream_m5_c3"),
-    (5, 4, "conv2d_stream_m5_c4"),
-    (7, 1, "conv2d_stream_m7_c1"),
-    (7, 3, "conv2d_stream_m7_c3"),
-    (7, 4, "conv2d_stream_m7_c4"),
-    (9, 1, "conv2d_stream_m9_c1"),
-    (9, 3, "conv2d_stream_m9_c3"),
-    (9, 4, "conv2d_stream_m9_c4"),
-];
+pub(crate) const STREAM_ENTRY_POINTS: &[(u32, u32, &str)] =
+    &entry_point_table!("conv2d_stream_m": 3, 5, 7, 9);
 
 /// Whether `plan` runs a streaming kernel.
 fn is_stream(plan: &LaunchPlan) -> bool {
@@ -711,12 +674,16 @@ mod tests {
                 .collect()
         };
         assert_eq!(
-            listed(&WIDE_ENTRY_POINTS),
+            listed(WIDE_ENTRY_POINTS),
             expected(&WIDE_MASK_WIDTHS, "wide_w")
         );
         assert_eq!(
-            listed(&STREAM_ENTRY_POINTS),
+            listed(STREAM_ENTRY_POINTS),
             expected(&STREAM_MASKS, "stream_m")
+        );
+        assert_eq!(
+            listed(SEPARABLE_ENTRY_POINTS),
+            expected(&crate::abi::SEPARABLE_MASKS, "separable_wide_m")
         );
     }
 

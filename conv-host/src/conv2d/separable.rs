@@ -93,12 +93,12 @@ pub(crate) fn factor(mask: &Mask2d) -> Option<Vec<f32>> {
 /// The separable entry point: the wide kernel specialised for square masks and channel
 /// counts, else the general one.
 fn entry_point(mask: (usize, usize), channels: usize) -> &'static str {
-    square_entry_point(&SEPARABLE_ENTRY_POINTS, mask, channels).unwrap_or("conv2d_separable")
+    square_entry_point(SEPARABLE_ENTRY_POINTS, mask, channels).unwrap_or("conv2d_separable")
 }
 
 /// Whether a wide separable kernel covers a `mask` over `channels` channels.
 pub(crate) fn has_wide_kernel(mask: (usize, usize), channels: usize) -> bool {
-    square_entry_point(&SEPARABLE_ENTRY_POINTS, mask, channels).is_some()
+    square_entry_point(SEPARABLE_ENTRY_POINTS, mask, channels).is_some()
 }
 
 /// Whether `plan` runs a wide separable kernel.
@@ -152,26 +152,8 @@ pub(crate) fn plan(
 
 /// The wide separable entry points: `(mask size, channels, name)`, as `conv-kernels` declares
 /// them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.
-pub(crate) const SEPARABLE_ENTRY_POINTS: [(u32, u32, &str); 18] = [
-    (3, 1, "conv2d_separable_wide_m3_c1"),
-    (3, 3, "conv2d_separable_wide_m3_c3"),
-    (3, 4, "conv2d_separable_wide_m3_c4"),
-    (5, 1, "conv2d_separable_wide_m5_c1"),
-    (5, 3, "conv2d_separable_wide_m5_c3"),
-    (5, 4, "conv2d_separable_wide_m5_c4"),
-    (7, 1, "conv2d_separable_wide_m7_c1"),
-    (7, 3, "conv2d_separable_wide_m7_c3"),
-    (7, 4, "conv2d_separable_wide_m7_c4"),
-    (9, 1, "conv2d_separable_wide_m9_c1"),
-    (9, 3, "conv2d_separable_wide_m9_c3"),
-    (9, 4, "conv2d_separable_wide_m9_c4"),
-    (15, 1, "conv2d_separable_wide_m15_c1"),
-    (15, 3, "conv2d_separable_wide_m15_c3"),
-    (15, 4, "conv2d_separable_wide_m15_c4"),
-    (31, 1, "conv2d_separable_wide_m31_c1"),
-    (31, 3, "conv2d_separable_wide_m31_c3"),
-    (31, 4, "conv2d_separable_wide_m31_c4"),
-];
+pub(crate) const SEPARABLE_ENTRY_POINTS: &[(u32, u32, &str)] =
+    &entry_point_table!("conv2d_separable_wide_m": 3, 5, 7, 9, 15, 31);
 
 #[cfg(test)]
 mod tests {
