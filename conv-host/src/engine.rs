@@ -2,6 +2,7 @@
 
 use crate::abi::MASK_CAPACITY;
 use crate::error::{ConvError, DriverContext, Result};
+use crate::plan::LaunchPlan;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags, CUfunction_attribute, CUresult};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr,
@@ -378,6 +379,32 @@ impl Session<'_> {
         &self.engine.info
     }
 
+    /// The loaded kernel `kernel`.
+    fn function(&self, kernel: &'static str) -> Result<&CudaFunction> {
+        self.engine
+            .functions
+            .get(kernel)
+            .ok_or_else(|| ConvError::InvalidLaunch {
+                kernel,
+                reason: "the loaded module has no such kernel".into(),
+            })
+    }
+
+    /// Blocks of `plan`'s kernel that run at once on one multiprocessor of this device, with
+    /// its block and shared memory (the driver's occupancy calculation; at least 1).
+    pub(crate) fn resident_blocks(&self, plan: &LaunchPlan) -> Result<u32> {
+        let kernel = plan.entry_point;
+        let blocks = self
+            .function(kernel)?
+            .occupancy_max_active_blocks_per_multiprocessor(
+                plan.block.0 * plan.block.1,
+                plan.shared_memory_bytes as usize,
+                None,
+            )
+            .context(|| format!("the occupancy of `{kernel}`"))?;
+        Ok(blocks.max(1))
+    }
+
     /// Fails with [`ConvError::OutOfMemory`] if `bytes` exceed the device's free memory.
     pub(crate) fn reserve(&self, bytes: usize) -> Result<()> {
         self.engine.check_free_memory(bytes)
@@ -529,14 +556,7 @@ impl Session<'_> {
         config: LaunchConfig,
         push_args: impl FnOnce(&mut LaunchArgs<'a>),
     ) -> Result<()> {
-        let function =
-            self.engine
-                .functions
-                .get(kernel)
-                .ok_or_else(|| ConvError::InvalidLaunch {
-                    kernel,
-                    reason: "the loaded module has no such kernel".into(),
-                })?;
+        let function = self.function(kernel)?;
         let describe = || {
             format!(
                 "kernel `{kernel}` (grid {:?}, block {:?}, {} bytes shared memory)",

@@ -463,7 +463,12 @@ impl Engine {
         let (tile_h, block, shared_memory_bytes) = match plan.kernel {
             // The strip designs: blocks as tall as their cost model says for this image.
             _ if is_stream(plan) || separable::is_wide(plan) => (
-                separable::wide_rows_per_block(height, blocks_x, mask.rows, sms),
+                separable::wide_rows_per_block(
+                    height,
+                    blocks_x,
+                    mask.rows,
+                    u64::from(sms) * u64::from(session.resident_blocks(plan)?),
+                ),
                 plan.block,
                 plan.shared_memory_bytes,
             ),

@@ -29,33 +29,27 @@ pub(crate) fn rows_per_block(height: u32, strips: u64, multiprocessors: u32) -> 
     rows.clamp(16, u64::from(ROWS_PER_BLOCK)) as u32
 }
 
-/// Blocks of a wide separable kernel that run at once on an SM: the `.minnctapersm 2` their
-/// register budget is built for (their shared memory, at most 111 KiB, allows it on Hopper).
-const WIDE_BLOCKS_PER_SM: u64 = 2;
-
-/// Output rows per block of a wide separable kernel for an image of `height` rows, `strips`
-/// column strips and a mask `mask` rows tall: `32 k - (mask - 1)` rows, so that every one of a
-/// block's `k` steps of 32 input rows is output or halo, with the `k` that minimises the
-/// estimated time `(blocks / slots + 1) x (k + 1)`: the waves of `WIDE_BLOCKS_PER_SM` blocks
-/// per SM plus about one block of tail (blocks at the image's sides run longer, and an SM left
-/// with nothing to do waits for them), times the steps plus about one step of fixed cost per
-/// block. Fitted on an H200 (8192^2, 31 x 31: 0.298 ms with 33 steps per block, 0.287 ms with
-/// 9, which this picks; 15 x 15: 0.220 ms with 33, 0.189 ms with 9).
-pub(crate) fn wide_rows_per_block(
-    height: u32,
-    strips: u64,
-    mask: usize,
-    multiprocessors: u32,
-) -> u32 {
+/// Output rows per block of a strip kernel (the wide separable and the streaming designs) for
+/// an image of `height` rows, `strips` column strips and a mask `mask` rows tall, where `slots`
+/// blocks run at once on the device: `32 k - (mask - 1)` rows, so that every one of a block's
+/// `k` steps of 32 input rows is output or halo, with the `k` that minimises the estimated time
+/// `(blocks / slots + 1) x (32 k + mask - 1)`: the waves of blocks plus about one block of tail
+/// (blocks at the image's sides run longer, and an SM left with nothing to do waits for them),
+/// times a block's input rows plus a fixed cost as large as its halo (the rows it stages for
+/// outputs of the block above). Fitted on an H200 over 1 to 13 steps per block (8192^2): the
+/// 31 x 31 separable kernel fastest at 9 or 10 steps (0.292 ms; 0.325 ms at 3), the 5 x 5
+/// streaming one at 3 (0.163 ms; 0.168 at 6, 0.178 at 13), RGB 4096^2 5 x 5 at 3 (0.123 ms;
+/// 0.127 at 6), the 9 x 9 one flat from 4 to 6 (0.300 to 0.303 ms; 0.321 at 13).
+pub(crate) fn wide_rows_per_block(height: u32, strips: u64, mask: usize, slots: u64) -> u32 {
     let chunk = u64::from(SEPARABLE_WIDE_CHUNK_ROWS);
     let (height, halo) = (u64::from(height).max(1), mask as u64 - 1);
-    let slots = WIDE_BLOCKS_PER_SM * u64::from(multiprocessors).max(1);
+    let slots = slots.max(1);
     let steps_for_all = (height + halo).div_ceil(chunk);
-    // `(blocks / slots + 1) x (steps + 1)`, scaled by `slots`.
+    // `(blocks / slots + 1) x (32 k + halo)`, scaled by `slots`.
     let cost = |steps: u64| {
         let rows = steps * chunk - halo;
         let blocks = strips.max(1) * height.div_ceil(rows);
-        (blocks + slots) * (steps + 1)
+        (blocks + slots) * (steps * chunk + halo)
     };
     let steps = (1..=steps_for_all)
         .filter(|&steps| steps * chunk > halo)
@@ -210,26 +204,33 @@ mod tests {
 
     #[test]
     fn wide_blocks_cover_whole_steps_and_balance_waves_against_halo() {
-        // 8192^2, 31 x 31, 32 strips, 132 SMs: 9 steps of 32 rows, 258 output rows and the
-        // 30-row halo; 32 block rows make 1,024 blocks, about 4 waves of 264.
-        assert_eq!(wide_rows_per_block(8192, 32, 31, 132), 9 * 32 - 30);
+        // 8192^2, 31 x 31, 32 strips, 264 slots (2 blocks on 132 SMs): 9 steps of 32 rows,
+        // 258 output rows and the 30-row halo; 32 block rows make 1,024 blocks.
+        assert_eq!(wide_rows_per_block(8192, 32, 31, 264), 9 * 32 - 30);
+        // 5 x 5 with 396 slots (3 blocks per SM): short blocks, 2 steps.
+        assert_eq!(wide_rows_per_block(8192, 32, 5, 396), 2 * 32 - 4);
         // A small image: one step per block, 16 rows, 80 blocks.
-        assert_eq!(wide_rows_per_block(256, 5, 17, 132), 16);
-        for (height, strips, mask) in [(8192, 32, 5), (256, 5, 17), (1, 1, 31), (4000, 1, 9)] {
-            let rows = wide_rows_per_block(height, strips, mask, 132);
+        assert_eq!(wide_rows_per_block(256, 5, 17, 264), 16);
+        for (height, strips, mask, slots) in [
+            (8192, 32, 5, 396),
+            (8192, 32, 9, 264),
+            (256, 5, 17, 264),
+            (1, 1, 31, 264),
+            (4000, 1, 9, 132),
+        ] {
+            let rows = wide_rows_per_block(height, strips, mask, slots);
             assert_eq!(
                 (rows as usize + mask - 1) % 32,
                 0,
                 "{height} {strips} {mask}"
             );
-            let cost = |rows: u64| {
-                let steps = (rows + mask as u64 - 1) / 32;
-                (strips * u64::from(height).div_ceil(rows) + 264) * (steps + 1)
-            };
+            let halo = mask as u64 - 1;
+            let cost =
+                |rows: u64| (strips * u64::from(height).div_ceil(rows) + slots) * (rows + 2 * halo);
             // No other whole-step block height costs less.
             for other in 1..=(u64::from(height) + 30) / 32 + 1 {
-                if other * 32 > mask as u64 - 1 {
-                    assert!(cost(u64::from(rows)) <= cost(other * 32 - (mask as u64 - 1)));
+                if other * 32 > halo {
+                    assert!(cost(u64::from(rows)) <= cost(other * 32 - halo));
                 }
             }
         }
