@@ -14,6 +14,23 @@ global_asm!(
 );
 global_asm!(".extern .shared .align 16 .b8 DYNAMIC_SMEM[];");
 
+/// `value`, hidden from LLVM: a loop over `0..opaque(n)` keeps its trip count from the
+/// unroller (the kernels' unroll threshold fully unrolls every loop with a constant one).
+#[inline(always)]
+pub fn opaque(value: usize) -> usize {
+    let hidden: u64;
+    // SAFETY: a register move.
+    unsafe {
+        asm!(
+            "mov.b64 {hidden}, {value};",
+            hidden = out(reg64) hidden,
+            value = in(reg64) value as u64,
+            options(pure, nomem, nostack),
+        );
+    }
+    hidden as usize
+}
+
 /// `threadIdx.x`.
 #[inline(always)]
 pub fn thread_idx_x() -> u64 {

@@ -30,7 +30,7 @@
 
 use crate::abi::{Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWideLayout};
 use crate::gpu::{ConstantMask, Mask, SharedTile, fma, sync_threads};
-use crate::strip::{CHUNK, PassSums, Strip};
+use crate::strip::{CHUNK, PASS_ROWS, PassSums, Strip};
 use crate::wide::accumulate_window;
 
 /// Outputs of a row-pass segment.
@@ -69,11 +69,11 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
         // SAFETY: ring rows of 256 + 4 words, row-filtered before the barrier; forwarded
         // contract of `output`.
         unsafe {
-            strip.pass::<M, 1>(
+            strip.pass::<M, 1, PASS_ROWS>(
                 (step, column_slot),
                 (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
                 (output, p),
-                |sums: &mut PassSums, i, &[quad]| {
+                |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| {
                     for (k, row_sums) in sums.iter_mut().enumerate() {
                         if i >= k && i - k < M {
                             for (sum, &value) in row_sums.iter_mut().zip(&quad) {

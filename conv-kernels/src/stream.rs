@@ -54,21 +54,16 @@ unsafe fn stream<const M: usize, const C: usize>(
         // SAFETY: a window of `4 + (M - 1) C` elements from element `4c` lies within the
         // staged width rounded up to quads; forwarded contract of `output`.
         unsafe {
-            strip.pass::<M, MAX_WINDOW_QUADS>(
+            let (at, ring, out) = (
                 (step, pass_slot),
                 (0, layout.row_words, window_quads(M, C)),
                 (output, p),
-                |sums: &mut PassSums, i, quads| {
-                    for (k, row_sums) in sums.iter_mut().enumerate() {
-                        if i >= k && i - k < M {
-                            let taps: [f32; M] = core::array::from_fn(|j| {
-                                ConstantMask.tap(((i - k) * M + j) as u64)
-                            });
-                            accumulate_window::<4, M, C>(row_sums, &taps, |q| quads[q]);
-                        }
-                    }
-                },
-            )
+            );
+            if M >= BANDED_FROM {
+                strip.pass::<M, MAX_WINDOW_QUADS, 2>(at, ring, out, accumulate_rows::<M, C, 2>)
+            } else {
+                strip.pass::<M, MAX_WINDOW_QUADS, 8>(at, ring, out, accumulate_rows::<M, C, 8>)
+            }
         };
         // The next step's rows overwrite the ones this pass read.
         sync_threads();
@@ -76,6 +71,28 @@ unsafe fn stream<const M: usize, const C: usize>(
         pass_slot = strip.advance(pass_slot, CHUNK);
     }
 }
+
+/// Adds ring row `i` of a band, its window `quads`, to the sums of the band's output rows `k`
+/// it belongs to (mask row `i - k`, each tap a compile-time constant-memory operand).
+#[inline(always)]
+fn accumulate_rows<const M: usize, const C: usize, const R: usize>(
+    sums: &mut PassSums<R>,
+    i: usize,
+    quads: &[[f32; 4]; MAX_WINDOW_QUADS],
+) {
+    for (k, row_sums) in sums.iter_mut().enumerate() {
+        if i >= k && i - k < M {
+            let taps: [f32; M] =
+                core::array::from_fn(|j| ConstantMask.tap(((i - k) * M + j) as u64));
+            accumulate_window::<4, M, C>(row_sums, &taps, |q| quads[q]);
+        }
+    }
+}
+
+/// The smallest mask whose pass runs in bands of 2 rows (7 x 7: 784 instead of 3,136
+/// multiply-adds of code per band; the memory-bound smaller masks keep one band of 8 rows,
+/// which reads each ring row once).
+const BANDED_FROM: usize = 7;
 
 /// 16-byte quads of a pass thread's window: its 4 elements and the `(M - 1) C` after them.
 const fn window_quads(mask: usize, channels: usize) -> usize {

@@ -20,7 +20,7 @@
 use crate::abi::{Conv2dParams, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, strip_row_words};
 use crate::boundary::Plane;
 use crate::gpu::{
-    SharedTile, block_idx_x, block_idx_y, store4_streaming, sync_threads, thread_idx_x,
+    SharedTile, block_idx_x, block_idx_y, opaque, store4_streaming, sync_threads, thread_idx_x,
 };
 use crate::wide::{Plain, Staging, store_segment, with_finish};
 use core::marker::PhantomData;
@@ -34,8 +34,8 @@ pub const PASS_ROWS: usize = 8;
 /// The column table's entry for a constant ghost cell.
 const NO_COLUMN: u32 = u32::MAX;
 
-/// A pass thread's sums: 4 elements of each of its 8 output rows.
-pub type PassSums = [[f32; 4]; PASS_ROWS];
+/// A pass thread's sums: 4 elements of each of a band's `R` output rows.
+pub type PassSums<const R: usize> = [[f32; 4]; R];
 
 /// The geometry of one block, from the launch parameters.
 #[derive(Clone, Copy)]
@@ -193,83 +193,101 @@ impl Strip {
     /// The pass of step `step` down the columns, and the stores of the outputs it completes:
     /// thread `(c, g)`, `c = lane + 32 (warp % 2)`, `g = warp / 2`, owns elements `4c .. 4c +
     /// 4` of output rows `32 step - (M - 1) + 8 g ..` (8 rows), which need the ring's rows from
-    /// slot `pass_slot + 8 g` on. For each of the `8 + M - 1` rows `i` it reads `quads <= Q`
-    /// quads from element `4c` on (word `ring + slot * row_words + 4c`; the rest of the `Q`
-    /// are zeros) and hands them to `apply(sums, i, quads)`. A warp whose rows all lie outside
-    /// the block skips the pass.
+    /// slot `pass_slot + 8 g` on. It takes them in bands of `R` rows: for each of a band's `R +
+    /// M - 1` rows `i` it reads `quads <= Q` quads from element `4c` on (word `ring + slot *
+    /// row_words + 4c`; the rest of the `Q` are zeros) and hands them to `apply(sums, i,
+    /// quads)`, then stores the band's rows that lie in the block. A warp whose rows all lie
+    /// outside the block skips the pass.
+    ///
+    /// Bands narrower than 8 rows run as a loop that is not unrolled, so that a large mask's
+    /// pass fits the instruction cache (the 9 x 9 pass in one band, 2,700 instructions, waited
+    /// on instruction fetch in a fifth of its stall samples) and holds fewer sums, for `M - 1`
+    /// more ring rows read per band.
     ///
     /// # Safety
     /// The ring's rows were stored before the last barrier, `4c + 4 quads <= row_words` for
-    /// every `c < 64`; `output` is a pitched image as `p` describes, `p.pitch` a multiple of 4
-    /// and the buffer 16-byte aligned.
+    /// every `c < 64`; `R` divides 8; `output` is a pitched image as `p` describes, `p.pitch` a
+    /// multiple of 4 and the buffer 16-byte aligned.
     #[inline(always)]
-    pub unsafe fn pass<const M: usize, const Q: usize>(
+    pub unsafe fn pass<const M: usize, const Q: usize, const R: usize>(
         self,
         (step, pass_slot): (u64, u64),
         (ring, row_words, quads): (u64, u64, usize),
         (output, p): (*mut f32, &Conv2dParams),
-        apply: impl Fn(&mut PassSums, usize, &[[f32; 4]; Q]),
+        apply: impl Fn(&mut PassSums<R>, usize, &[[f32; 4]; Q]),
     ) {
+        const { assert!(R > 0 && PASS_ROWS % R == 0) };
         let c = self.lane + 32 * (self.warp % 2);
         let group = self.warp / 2;
         let first_out = (step * CHUNK + PASS_ROWS as u64 * group) as i64 - (M as i64 - 1);
         if first_out + PASS_ROWS as i64 <= 0 || first_out >= self.out_rows as i64 {
             return;
         }
-        let slot = self.advance(pass_slot, PASS_ROWS as u64 * group);
-        // Row `i` sits in slot `slot + i`, or `slot + i - ring_rows` from `i = ring_rows -
-        // slot` on (at most one wrap: `8 + M - 1 <= ring_rows`). 32-bit arithmetic: one
-        // compare and one select per row.
-        let wrap = (self.ring_rows - slot) as u32;
-        let row_bytes = row_words as u32 * 4;
-        let first = SharedTile::address32(ring + slot * row_words + 4 * c);
-        let wrapped = first.wrapping_sub(self.ring_rows as u32 * row_bytes);
-        let mut sums = [[0.0f32; 4]; PASS_ROWS];
-        for i in 0..PASS_ROWS + M - 1 {
-            let base = if (i as u32) < wrap { first } else { wrapped };
-            let row = base.wrapping_add(i as u32 * row_bytes);
-            let window: [[f32; 4]; Q] = core::array::from_fn(|q| {
-                if q < quads {
-                    // SAFETY: a ring row (see above), words `4c .. 4c + 4 quads` within it
-                    // (caller), stored before the barrier (rows before the block's first feed
-                    // only rows it does not store).
-                    unsafe { SharedTile::load4_at(row + 16 * q as u32) }
-                } else {
-                    [0.0; 4]
+        let band = |band: usize| {
+            let first_out = first_out + (R * band) as i64;
+            let slot = self.advance(pass_slot, PASS_ROWS as u64 * group + (R * band) as u64);
+            // Row `i` sits in slot `slot + i`, or `slot + i - ring_rows` from `i = ring_rows -
+            // slot` on (at most one wrap: `R + M - 1 <= ring_rows`). 32-bit arithmetic: one
+            // compare and one select per row.
+            let wrap = (self.ring_rows - slot) as u32;
+            let row_bytes = row_words as u32 * 4;
+            let first = SharedTile::address32(ring + slot * row_words + 4 * c);
+            let wrapped = first.wrapping_sub(self.ring_rows as u32 * row_bytes);
+            let mut sums = [[0.0f32; 4]; R];
+            for i in 0..R + M - 1 {
+                let base = if (i as u32) < wrap { first } else { wrapped };
+                let row = base.wrapping_add(i as u32 * row_bytes);
+                let window: [[f32; 4]; Q] = core::array::from_fn(|q| {
+                    if q < quads {
+                        // SAFETY: a ring row (see above), words `4c .. 4c + 4 quads` within
+                        // it (caller), stored before the barrier (rows before the block's
+                        // first feed only rows it does not store).
+                        unsafe { SharedTile::load4_at(row + 16 * q as u32) }
+                    } else {
+                        [0.0; 4]
+                    }
+                });
+                apply(&mut sums, i, &window);
+            }
+            let e = self.e0 + 4 * c;
+            let elements = u64::from(p.width) * p.channels as u64;
+            with_finish(p, |finish| {
+                if first_out >= 0
+                    && first_out as u64 + R as u64 <= self.out_rows
+                    && e + 4 <= elements
+                {
+                    // The common case, all the band's rows and 4 elements inside: one
+                    // address, advanced by the pitch (the checks and addresses of each row
+                    // took a tenth of a 5 x 5 step's instructions).
+                    let mut at =
+                        output.wrapping_add(((self.y0 + first_out as u64) * p.pitch + e) as usize);
+                    for row_sums in &sums {
+                        // SAFETY: rows `y0 + first_out .. + R <= y0 + out_rows <= height`,
+                        // elements `e .. e + 4 <= width * channels <= pitch`; 16-byte aligned
+                        // (`e`, the pitch and the buffer are).
+                        unsafe { store4_streaming(at, row_sums.map(|sum| finish(sum, p))) };
+                        at = at.wrapping_add(p.pitch as usize);
+                    }
+                    return;
+                }
+                for (k, row_sums) in sums.iter().enumerate() {
+                    let o = first_out + k as i64;
+                    if o >= 0 && (o as u64) < self.out_rows && e < elements {
+                        let at = output.wrapping_add(((self.y0 + o as u64) * p.pitch + e) as usize);
+                        // SAFETY: row `y0 + o < height`, element `e < width * channels <=
+                        // pitch`; 16-byte aligned (`e`, the pitch and the buffer are).
+                        unsafe { store_segment(at, row_sums, (e, elements), |sum| finish(sum, p)) };
+                    }
                 }
             });
-            apply(&mut sums, i, &window);
+        };
+        // One band of 8 rows is the whole pass; narrower ones loop without unrolling.
+        if R == PASS_ROWS {
+            band(0);
+        } else {
+            for b in 0..opaque(PASS_ROWS / R) {
+                band(b);
+            }
         }
-        let e = self.e0 + 4 * c;
-        let elements = u64::from(p.width) * p.channels as u64;
-        with_finish(p, |finish| {
-            if first_out >= 0
-                && first_out as u64 + PASS_ROWS as u64 <= self.out_rows
-                && e + 4 <= elements
-            {
-                // The common case, all 8 rows and 4 elements inside: one address, advanced by
-                // the pitch (the checks and addresses of each row took a tenth of a 5 x 5
-                // step's instructions).
-                let mut at =
-                    output.wrapping_add(((self.y0 + first_out as u64) * p.pitch + e) as usize);
-                for row_sums in &sums {
-                    // SAFETY: rows `y0 + first_out .. + 8 <= y0 + out_rows <= height`,
-                    // elements `e .. e + 4 <= width * channels <= pitch`; 16-byte aligned
-                    // (`e`, the pitch and the buffer are).
-                    unsafe { store4_streaming(at, row_sums.map(|sum| finish(sum, p))) };
-                    at = at.wrapping_add(p.pitch as usize);
-                }
-                return;
-            }
-            for (k, row_sums) in sums.iter().enumerate() {
-                let o = first_out + k as i64;
-                if o >= 0 && (o as u64) < self.out_rows && e < elements {
-                    let at = output.wrapping_add(((self.y0 + o as u64) * p.pitch + e) as usize);
-                    // SAFETY: row `y0 + o < height`, element `e < width * channels <= pitch`;
-                    // 16-byte aligned (`e`, the pitch and the buffer are).
-                    unsafe { store_segment(at, row_sums, (e, elements), |sum| finish(sum, p)) };
-                }
-            }
-        });
     }
 }
