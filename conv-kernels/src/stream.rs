@@ -2,7 +2,7 @@
 //! `M` and the channel count `C`: a block walks down a strip of the image (see
 //! [`strip`](crate::strip)), staging each step's 32 input rows once into a ring of `32 + M - 1`
 //! rows in shared memory, and every thread computes 4 consecutive elements x 8 consecutive
-//! output rows from the ring.
+//! output rows from the ring (from 7 x 7 on, 2 rows at a time: see [`BANDED_FROM`]).
 //!
 //! Per ring row a thread reads its window, `4 + (M - 1) C` elements, with 16-byte reads (the
 //! 32 threads of a warp read consecutive quads of one row, free of bank conflicts), and feeds
