@@ -148,6 +148,24 @@ pub unsafe fn store4_streaming(target: *mut f32, [a, b, c, d]: [f32; 4]) {
     }
 }
 
+/// Asks L2 to fetch the 128-byte line holding `address` from device memory: a hint that
+/// nothing waits for, so a later load of the line finds it in L2.
+///
+/// # Safety
+/// `address` points into a global-memory allocation.
+#[inline(always)]
+pub unsafe fn prefetch_l2(address: *const f32) {
+    // SAFETY: by the contract; `cvta.to.global` turns the generic pointer into the global
+    // address `prefetch.global` expects.
+    unsafe {
+        asm!(
+            "{{ .reg .u64 g; cvta.to.global.u64 g, {addr}; prefetch.global.L2 [g]; }}",
+            addr = in(reg64) address,
+            options(readonly, nostack, preserves_flags),
+        );
+    }
+}
+
 /// Where a kernel reads its mask taps from.
 pub trait Mask: Copy {
     /// Tap `j`; `j` is below the mask length the host uploaded.

@@ -10,7 +10,8 @@
 //!
 //! 1. staging ([`Strip::stage`]): the step's 32 input rows, strip plus `(M - 1) C` halo
 //!    elements, into shared memory, warp by warp (the boundary mode only in steps that reach
-//!    past the image);
+//!    past the image), then a request to L2 for the next step's rows ([`Strip::prefetch`]),
+//!    which arrive while the passes run;
 //! 2. row pass: each thread filters 16 consecutive outputs of a staged row along the row, twice
 //!    (512 row segments per step), and writes them to a ring of row-filtered rows, slot
 //!    `h mod ring_rows` for the block's filtered row `h`. The 8 threads of a quarter-warp take
@@ -63,6 +64,8 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
     for step in 0..strip.steps::<M>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
         unsafe { strip.stage::<M, C>((input, image, p), step, |ry| ry * layout.staged_row_words) };
+        // SAFETY: `input` is the image `p` describes.
+        unsafe { strip.prefetch::<M, C>((input, p), step + 1) };
         sync_threads();
         row_pass::<M, C>(strip, layout, step_slot);
         sync_threads();

@@ -2,7 +2,9 @@
 //! `M` and the channel count `C`: a block walks down a strip of the image (see
 //! [`strip`](crate::strip)), staging each step's 32 input rows once into a ring of `32 + M - 1`
 //! rows in shared memory, and every thread computes 4 consecutive elements x 8 consecutive
-//! output rows from the ring (from 7 x 7 on, 2 rows at a time: see [`BANDED_FROM`]).
+//! output rows from the ring (from 7 x 7 on, 2 rows at a time: see [`COMPUTE_BOUND_FROM`]).
+//! The memory-bound sizes ask L2 for the next step's rows before each pass
+//! ([`Strip::prefetch`]).
 //!
 //! Per ring row a thread reads its window, `4 + (M - 1) C` elements, with 16-byte reads (the
 //! 32 threads of a warp read consecutive quads of one row, free of bank conflicts), and feeds
@@ -50,6 +52,10 @@ unsafe fn stream<const M: usize, const C: usize>(
                 strip.advance(step_slot, ry) * layout.row_words
             })
         };
+        if M < COMPUTE_BOUND_FROM {
+            // SAFETY: `input` is the image `p` describes.
+            unsafe { strip.prefetch::<M, C>((input, p), step + 1) };
+        }
         sync_threads();
         // SAFETY: a window of `4 + (M - 1) C` elements from element `4c` lies within the
         // staged width rounded up to quads; forwarded contract of `output`.
@@ -59,7 +65,7 @@ unsafe fn stream<const M: usize, const C: usize>(
                 (0, layout.row_words, window_quads(M, C)),
                 (output, p),
             );
-            if M >= BANDED_FROM {
+            if M >= COMPUTE_BOUND_FROM {
                 strip.pass::<M, MAX_WINDOW_QUADS, 2>(at, ring, out, accumulate_rows::<M, C, 2>)
             } else {
                 strip.pass::<M, MAX_WINDOW_QUADS, 8>(at, ring, out, accumulate_rows::<M, C, 8>)
@@ -89,10 +95,12 @@ fn accumulate_rows<const M: usize, const C: usize, const R: usize>(
     }
 }
 
-/// The smallest mask whose pass runs in bands of 2 rows (7 x 7: 784 instead of 3,136
-/// multiply-adds of code per band; the memory-bound smaller masks keep one band of 8 rows,
-/// which reads each ring row once).
-const BANDED_FROM: usize = 7;
+/// The smallest mask whose kernel is bound by its multiply-adds rather than by memory (H200:
+/// 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). From it on, the pass
+/// runs in bands of 2 rows (7 x 7: 784 instead of 3,136 multiply-adds of code per band; the
+/// smaller masks keep one band of 8 rows, which reads each ring row once), and the kernel
+/// does not prefetch the next step's rows (9 x 9 measured 1% slower with it; 5 x 5 3% faster).
+const COMPUTE_BOUND_FROM: usize = 7;
 
 /// 16-byte quads of a pass thread's window: its 4 elements and the `(M - 1) C` after them.
 const fn window_quads(mask: usize, channels: usize) -> usize {

@@ -7,6 +7,8 @@
 //!   memory, warp by warp (every load of a warp's rows in flight before its stores); steps that
 //!   reach past the image take each column's folded offset from a table that
 //!   [`Strip::fold_columns`] fills once per block, and fold each row once;
+//! - [`Strip::prefetch`] asks L2 for the next step's rows, so that its staging finds them
+//!   there;
 //! - [`Strip::pass`] runs down the columns: each thread owns 4 consecutive elements of 8
 //!   consecutive output rows and streams the `8 + M - 1` rows they need from a ring of `32 + M
 //!   - 1` rows (a step's rows and the `M - 1` before them) through 16-byte reads, then stores
@@ -20,7 +22,8 @@
 use crate::abi::{Conv2dParams, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, strip_row_words};
 use crate::boundary::Plane;
 use crate::gpu::{
-    SharedTile, block_idx_x, block_idx_y, opaque, store4_streaming, sync_threads, thread_idx_x,
+    SharedTile, block_idx_x, block_idx_y, opaque, prefetch_l2, store4_streaming, sync_threads,
+    thread_idx_x,
 };
 use crate::wide::{Plain, Staging, store_segment, with_finish};
 use core::marker::PhantomData;
@@ -187,6 +190,45 @@ impl Strip {
                     image.at(row, (column != NO_COLUMN).then_some(u64::from(column)))
                 },
             );
+        }
+    }
+
+    /// Asks L2 for the staged region of step `step` (if the block has that step) where it
+    /// lies inside the image, so that the step's staging reads L2 instead of waiting on device
+    /// memory: issued a step ahead, these fetches run during the pass, when the block has no
+    /// loads of its own in flight. Thread `t` takes row `t / 8` of the step and the 128-byte
+    /// lines `t % 8` and `t % 8 + 8` of its span (16 lines: a span of up to 480 elements and
+    /// its offset in the first line).
+    ///
+    /// # Safety
+    /// `input` is the pitched image `p` describes.
+    #[inline(always)]
+    pub unsafe fn prefetch<const M: usize, const C: usize>(
+        self,
+        (input, p): (*const f32, &Conv2dParams),
+        step: u64,
+    ) {
+        const { assert!(SEPARABLE_WIDE_STRIP as usize + (M - 1) * C <= 480) };
+        let elements = (u64::from(p.width) * C as u64) as i64;
+        let first = self.first_e.max(0);
+        let end = (self.first_e + self.staged_w as i64).min(elements);
+        let y = self.first_y + (step * CHUNK + self.warp * 4 + self.lane / 8) as i64;
+        if step >= self.steps::<M>() || first >= end || y < 0 || y >= i64::from(p.height) {
+            return;
+        }
+        let row = input.wrapping_add((y as u64 * p.pitch) as usize);
+        let (start, last) = (
+            row.wrapping_add(first as usize),
+            row.wrapping_add(end as usize - 1),
+        );
+        let first_line = start as u64 & !127;
+        for line in [self.lane % 8, self.lane % 8 + 8] {
+            let at = (first_line + 128 * line) as *const f32;
+            if at <= last {
+                // SAFETY: between the first and the last element of the row's span, inside
+                // the image.
+                unsafe { prefetch_l2(at.max(start)) };
+            }
         }
     }
 
