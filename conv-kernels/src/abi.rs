@@ -43,6 +43,11 @@ pub struct Conv1dParams {
     pub clamp_hi: f32,
 }
 
+/// Threads per block of the SM copy kernel (`sm_copy`).
+pub const SM_COPY_THREADS: u32 = 256;
+/// 16-byte quads each thread of the SM copy kernel copies.
+pub const SM_COPY_QUADS_PER_THREAD: u32 = 4;
+
 /// Threads per block of the register-tiled 1D kernels.
 pub const REGISTER_THREADS_1D: u32 = 256;
 /// Consecutive outputs each thread of the register-tiled 1D kernel for `mask_len` taps computes:

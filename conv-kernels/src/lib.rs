@@ -13,7 +13,8 @@
 //! - [`stream`]: the streaming kernels for square general masks up to 9 x 9;
 //! - [`strip`]: the strip walk (staging into shared memory, the pass down the columns) that
 //!   the wide separable and streaming kernels share;
-//! - [`wide`]: the staging and window arithmetic the wide designs share.
+//! - [`wide`]: the staging and window arithmetic the wide designs share;
+//! - [`bandwidth`]: the SM copy kernel the benchmark measures as the SMs' memory roofline.
 #![no_std]
 #![feature(
     abi_ptx,
@@ -52,6 +53,7 @@ macro_rules! specialised_entry_points {
 }
 
 pub mod abi;
+pub mod bandwidth;
 pub mod boundary;
 pub mod conv1d;
 pub mod conv2d;

@@ -86,6 +86,8 @@ impl Row {
 /// The ceilings measured (copy) or derived (FMA) on this device.
 struct Ceilings {
     copy_gbps: f64,
+    /// The SM copy kernel's, for reference (percentages are of `copy_gbps`).
+    sm_copy_gbps: f64,
     fma_gflops: f64,
 }
 
@@ -132,12 +134,7 @@ fn fp32_lanes(major: i32, minor: i32) -> u32 {
 }
 
 fn measure_ceilings(engine: &Engine) -> Result<Ceilings, String> {
-    let len = 1 << 28; // 1 GiB per buffer: far beyond L2
-    let times = engine
-        .time_device_copy(len, WARMUP + TIMED)
-        .map_err(|e| e.to_string())?;
-    let ms = median(times[WARMUP..].to_vec());
-    let copy_gbps = 2.0 * 4.0 * len as f64 / (ms * 1e6);
+    let copy_gbps = copy_engine_gbps(engine, 1 << 28)?; // 1 GiB per buffer: far beyond L2
     let device = engine.device();
     let (major, minor) = device.compute_capability;
     let lanes = fp32_lanes(major, minor);
@@ -154,14 +151,52 @@ fn measure_ceilings(engine: &Engine) -> Result<Ceilings, String> {
         f64::from(device.clock_rate_khz) / 1e3
     );
     println!("copy roofline: {copy_gbps:.0} GB/s (device-to-device, 2 x 1 GiB, median of {TIMED})");
+    // For reference only (every percentage below is of the copy roofline): the copy engines at
+    // the targets' size, and the copy a kernel on the SMs makes at both sizes.
+    let sm_copy_gbps = sm_kernel_copy_gbps(engine, 1 << 28)?;
+    println!(
+        "SM copy: {sm_copy_gbps:.0} GB/s at 2 x 1 GiB ({:.1}% of the copy roofline); at 2 x 256 MiB \
+         (the targets' size): copy engines {:.0} GB/s, SM copy {:.0} GB/s",
+        100.0 * sm_copy_gbps / copy_gbps,
+        copy_engine_gbps(engine, 1 << 26)?,
+        sm_kernel_copy_gbps(engine, 1 << 26)?,
+    );
     println!(
         "FMA peak: {fma_gflops:.0} GFLOP/s (2 x {} SMs x {lanes} lanes x clock)",
         device.multiprocessor_count
     );
     Ok(Ceilings {
         copy_gbps,
+        sm_copy_gbps,
         fma_gflops,
     })
+}
+
+/// Bytes read plus bytes written per second, in GB/s, of a copy of `len` floats that took `ms`.
+fn copy_gbps(len: usize, ms: f64) -> f64 {
+    2.0 * 4.0 * len as f64 / (ms * 1e6)
+}
+
+/// The copy engines' device-to-device copy of `len` floats: median bandwidth.
+fn copy_engine_gbps(engine: &Engine, len: usize) -> Result<f64, String> {
+    let times = engine
+        .time_device_copy(len, WARMUP + TIMED)
+        .map_err(|e| e.to_string())?;
+    Ok(copy_gbps(len, median(times[WARMUP..].to_vec())))
+}
+
+/// The SM copy kernel over `len` floats: median bandwidth, after checking the copy.
+fn sm_kernel_copy_gbps(engine: &Engine, len: usize) -> Result<f64, String> {
+    let input: Vec<f32> = (0..len).map(|i| (i % 4093) as f32 - 2046.5).collect();
+    let (copy, times) = engine
+        .time_sm_copy(&input, WARMUP + TIMED)
+        .map_err(|e| e.to_string())?;
+    if copy != input {
+        return Err(format!(
+            "the SM copy of {len} floats differs from its input"
+        ));
+    }
+    Ok(copy_gbps(len, median(times[WARMUP..].to_vec())))
 }
 
 fn random_vec(rng: &mut StdRng, len: usize) -> Vec<f32> {
@@ -663,9 +698,10 @@ fn run() -> Result<(), String> {
     } = bench;
     let device = engine.device();
     let header = format!(
-        "device: {}\ncopy_roofline_gbps: {:.1}\nfma_peak_gflops: {:.1}\nseed: {seed}\nmode: {}\nruns: {WARMUP} warm-up + {TIMED} timed, median",
+        "device: {}\ncopy_roofline_gbps: {:.1}\nsm_copy_gbps: {:.1}\nfma_peak_gflops: {:.1}\nseed: {seed}\nmode: {}\nruns: {WARMUP} warm-up + {TIMED} timed, median",
         device.name,
         ceilings.copy_gbps,
+        ceilings.sm_copy_gbps,
         ceilings.fma_gflops,
         match plan.scope {
             Scope::Full => "full",
