@@ -183,7 +183,7 @@ pub struct SeparableWideLayout {
     /// 16-byte quads (8 rows' quads at the same element fall on 8 groups of banks).
     pub staged_row_words: u64,
     /// Rows of the ring: a step's rows and the `mask - 1` before them that its column pass
-    /// still reads.
+    /// still reads, rounded up as [`strip_ring_rows`] does where two blocks still fit an SM.
     pub ring_rows: u64,
     /// First word of the table of folded staged columns (border strips), after the ring.
     pub column_table: u64,
@@ -196,15 +196,37 @@ impl SeparableWideLayout {
     pub const fn new(mask: u64, channels: u64) -> Self {
         let staged_row_words = strip_row_words(mask, channels);
         let chunk = SEPARABLE_WIDE_CHUNK_ROWS as u64;
-        let ring_rows = chunk + mask - 1;
+        let table_words = strip_staged_width(mask, channels).next_multiple_of(4);
+        let others = chunk * staged_row_words + table_words;
+        // Two blocks per SM come first: 31 x 31 over 4 channels keeps the ring unrounded.
+        let rounded = strip_ring_rows(mask);
+        let ring_rows =
+            if others + rounded * SEPARABLE_WIDE_RING_ROW_WORDS <= SEPARABLE_WIDE_MAX_WORDS {
+                rounded
+            } else {
+                chunk + mask - 1
+            };
         let column_table = chunk * staged_row_words + ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
         Self {
             staged_row_words,
             ring_rows,
             column_table,
-            words: column_table + strip_staged_width(mask, channels).next_multiple_of(4),
+            words: column_table + table_words,
         }
     }
+}
+
+/// Most shared-memory words of a wide separable block for two blocks per SM on Hopper (228
+/// KiB, 1 KiB of it reserved per block).
+pub const SEPARABLE_WIDE_MAX_WORDS: u64 = (228 * 1024 / 2 - 1024) / 4;
+
+/// Rows of a strip block's ring for a mask `mask` rows tall: a step's 32 rows and the `mask -
+/// 1` before them, rounded up to a multiple of 8. The kernels start every pass at a slot that
+/// is a multiple of 8, so a band of `R` rows (`R` dividing 8) can cross the ring's end only
+/// between two of its groups of `R` rows, and its reads decide where once per group (see
+/// `strip::Strip::pass`).
+pub const fn strip_ring_rows(mask: u64) -> u64 {
+    (SEPARABLE_WIDE_CHUNK_ROWS as u64 + mask - 1).next_multiple_of(8)
 }
 
 /// Elements of a staged row of a strip block (wide separable and streaming kernels): the
@@ -242,7 +264,7 @@ impl StreamLayout {
     /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels.
     pub const fn new(mask: u64, channels: u64) -> Self {
         let row_words = strip_row_words(mask, channels);
-        let ring_rows = SEPARABLE_WIDE_CHUNK_ROWS as u64 + mask - 1;
+        let ring_rows = strip_ring_rows(mask);
         let column_table = ring_rows * row_words;
         Self {
             row_words,

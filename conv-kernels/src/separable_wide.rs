@@ -14,7 +14,7 @@
 //!    which arrive while the passes run;
 //! 2. row pass: each thread filters 16 consecutive outputs of a staged row along the row, twice
 //!    (512 row segments per step), and writes them to a ring of row-filtered rows, slot
-//!    `h mod ring_rows` for the block's filtered row `h`. The 8 threads of a quarter-warp take
+//!    `(h + M - 1) mod ring_rows` for the block's filtered row `h`. The 8 threads of a quarter-warp take
 //!    the same segment of 8 consecutive rows, and both the staged rows and the ring rows hold
 //!    an odd number of 16-byte quads, so their 16-byte reads and writes fall on 8 different
 //!    groups of banks;
@@ -58,9 +58,10 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
     let ring = CHUNK * layout.staged_row_words;
     let column_taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
     // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (M - 1)` (the first
-    // its column pass reads).
-    let mut step_slot = 0;
-    let mut column_slot = CHUNK % layout.ring_rows;
+    // its column pass reads): filtered row `h` sits in slot `(h + M - 1) mod ring_rows`, so
+    // that every column pass starts at a multiple of 8 (see `Strip::pass`).
+    let mut step_slot = (M as u64 - 1) % layout.ring_rows;
+    let mut column_slot = 0;
     for step in 0..strip.steps::<M>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
         unsafe { strip.stage::<M, C>((input, image, p), step, |ry| ry * layout.staged_row_words) };

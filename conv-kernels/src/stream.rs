@@ -42,9 +42,10 @@ unsafe fn stream<const M: usize, const C: usize>(
     let (strip, image) =
         unsafe { Strip::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
     // Ring slots of input rows `32 s` (step `s`'s first staged row) and `32 s - (M - 1)` (the
-    // first its pass reads).
-    let mut step_slot = 0;
-    let mut pass_slot = CHUNK % layout.ring_rows;
+    // first its pass reads): the block's row `h` sits in slot `(h + M - 1) mod ring_rows`, so
+    // that every pass starts at a multiple of 8 (see `Strip::pass`).
+    let mut step_slot = (M as u64 - 1) % layout.ring_rows;
+    let mut pass_slot = 0;
     for step in 0..strip.steps::<M>() {
         // SAFETY: ring slots of `row_words` words; the table is filled.
         unsafe {
@@ -97,9 +98,12 @@ fn accumulate_rows<const M: usize, const C: usize, const R: usize>(
 
 /// The smallest mask whose kernel is bound by its multiply-adds rather than by memory (H200:
 /// 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). From it on, the pass
-/// runs in bands of 2 rows (7 x 7: 784 instead of 3,136 multiply-adds of code per band; the
+/// runs in bands of 2 rows (7 x 7: 392 instead of 1,568 multiply-adds of code per band; the
 /// smaller masks keep one band of 8 rows, which reads each ring row once), and the kernel
 /// does not prefetch the next step's rows (9 x 9 measured 1% slower with it; 5 x 5 3% faster).
+/// Bands of 4 rows measured slower at 9 x 9 (0.299 against 0.285 ms, a band loop of 1,296
+/// multiply-adds waits on instruction fetch) and at 7 x 7 with the aligned ring (0.233 against
+/// 0.210 ms: register spills; 0.204 ms before it).
 const COMPUTE_BOUND_FROM: usize = 7;
 
 /// 16-byte quads of a pass thread's window: its 4 elements and the `(M - 1) C` after them.

@@ -239,7 +239,10 @@ impl Strip {
     /// M - 1` rows `i` it reads `quads <= Q` quads from element `4c` on (word `ring + slot *
     /// row_words + 4c`; the rest of the `Q` are zeros) and hands them to `apply(sums, i,
     /// quads)`, then stores the band's rows that lie in the block. A warp whose rows all lie
-    /// outside the block skips the pass.
+    /// outside the block skips the pass. With `ring_rows` a multiple of 8 (and `pass_slot`,
+    /// then, one too), a band starts at a multiple of `R` and crosses the ring's end, if at
+    /// all, between two of its groups of `R` rows: one compare and one select per group
+    /// instead of per row (the 31 x 31 column pass: 5 instead of 38).
     ///
     /// Bands narrower than 8 rows run as a loop that is not unrolled, so that a large mask's
     /// pass fits the instruction cache (the 9 x 9 pass in one band, 2,700 instructions, waited
@@ -248,8 +251,9 @@ impl Strip {
     ///
     /// # Safety
     /// The ring's rows were stored before the last barrier, `4c + 4 quads <= row_words` for
-    /// every `c < 64`; `R` divides 8; `output` is a pitched image as `p` describes, `p.pitch` a
-    /// multiple of 4 and the buffer 16-byte aligned.
+    /// every `c < 64`; `R` divides 8; `pass_slot` is a multiple of 8 where `ring_rows` is;
+    /// `output` is a pitched image as `p` describes, `p.pitch` a multiple of 4 and the buffer
+    /// 16-byte aligned.
     #[inline(always)]
     pub unsafe fn pass<const M: usize, const Q: usize, const R: usize>(
         self,
@@ -269,16 +273,26 @@ impl Strip {
             let first_out = first_out + (R * band) as i64;
             let slot = self.advance(pass_slot, PASS_ROWS as u64 * group + (R * band) as u64);
             // Row `i` sits in slot `slot + i`, or `slot + i - ring_rows` from `i = ring_rows -
-            // slot` on (at most one wrap: `R + M - 1 <= ring_rows`). 32-bit arithmetic: one
-            // compare and one select per row.
-            let wrap = (self.ring_rows - slot) as u32;
+            // slot` on (at most one wrap: `R + M - 1 <= ring_rows`), a multiple of `R` where
+            // the ring is (both terms then are; `ring_rows` is a compile-time constant, so
+            // `group` is too). 32-bit arithmetic.
+            let group = if self.ring_rows % 8 == 0 { R } else { 1 };
+            let wrap_groups = (self.ring_rows - slot) as u32 / group as u32;
             let row_bytes = row_words as u32 * 4;
             let first = SharedTile::address32(ring + slot * row_words + 4 * c);
             let wrapped = first.wrapping_sub(self.ring_rows as u32 * row_bytes);
             let mut sums = [[0.0f32; 4]; R];
             for i in 0..R + M - 1 {
-                let base = if (i as u32) < wrap { first } else { wrapped };
-                let row = base.wrapping_add(i as u32 * row_bytes);
+                // The group's first row, hidden from the optimiser so that its rows' reads
+                // take it plus an immediate offset (folded into the select, every row's
+                // address took a register and two adds).
+                let group_row = (i / group * group) as u32 * row_bytes;
+                let base = opaque(if ((i / group) as u32) < wrap_groups {
+                    first.wrapping_add(group_row)
+                } else {
+                    wrapped.wrapping_add(group_row)
+                } as usize) as u32;
+                let row = base.wrapping_add((i % group) as u32 * row_bytes);
                 let window: [[f32; 4]; Q] = core::array::from_fn(|q| {
                     if q < quads {
                         // SAFETY: a ring row (see above), words `4c .. 4c + 4 quads` within
