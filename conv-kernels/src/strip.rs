@@ -69,7 +69,7 @@ impl Strip {
     /// image, once the column table is filled and the block has waited for it.
     ///
     /// # Safety
-    /// `input` is a pitched image as `p` describes.
+    /// `input` is a pitched image as `p` describes; the block has 256 threads.
     #[inline(always)]
     pub unsafe fn begin<const M: usize, const C: usize>(
         input: *const f32,
@@ -77,7 +77,8 @@ impl Strip {
         ring_rows: u64,
         column_table: u64,
     ) -> (Self, Plane) {
-        let strip = Self::new::<M, C>(p, ring_rows, column_table);
+        // SAFETY: a block of 256 threads (caller).
+        let strip = unsafe { Self::new::<M, C>(p, ring_rows, column_table) };
         // SAFETY: `input` is a pitched image as `p` describes (caller).
         let image = unsafe { Plane::new(input, p) };
         strip.fold_columns(image);
@@ -85,8 +86,11 @@ impl Strip {
     }
 
     /// The block's strip (see [`Strip::begin`]).
+    ///
+    /// # Safety
+    /// The block has 256 threads (`Strip::begin`'s contract).
     #[inline(always)]
-    fn new<const M: usize, const C: usize>(
+    unsafe fn new<const M: usize, const C: usize>(
         p: &Conv2dParams,
         ring_rows: u64,
         column_table: u64,
@@ -98,6 +102,9 @@ impl Strip {
         let first_e = e0 as i64 - i64::from(p.left) * C as i64;
         let elements = u64::from(p.width) * C as u64;
         let thread = thread_idx_x();
+        // SAFETY: 256 threads per block (caller). Knowing it, the compiler drops the staging's
+        // checks that a warp's rows lie in the step (`warp + 8 n < 32`).
+        unsafe { core::hint::assert_unchecked(thread < 256) };
         Self {
             e0,
             y0,
