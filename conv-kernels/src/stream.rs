@@ -1,7 +1,8 @@
 //! Streaming 2D kernels for square general masks, specialised at compile time on the mask size
 //! `M` and the channel count `C`: a block walks down a strip of the image (see
 //! [`strip`](crate::strip)), staging each step's 32 input rows once into a ring of `32 + M - 1`
-//! rows in shared memory, and every thread computes 4 consecutive elements x 8 consecutive
+//! rows (rounded up to a multiple of 8: [`strip_ring_rows`](crate::abi::strip_ring_rows)) in
+//! shared memory, and every thread computes 4 consecutive elements x 8 consecutive
 //! output rows from the ring (from 7 x 7 on, 2 rows at a time: see [`COMPUTE_BOUND_FROM`]).
 //! The memory-bound sizes ask L2 for the next step's rows before each pass
 //! ([`Strip::prefetch`]).
