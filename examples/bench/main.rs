@@ -389,6 +389,13 @@ impl Bench<'_> {
             Scope::Full => &[3, 9, 31],
         };
         masks.extend(line_sides.iter().flat_map(|&s| [(1, s), (s, 1)]));
+        // Gaussian sizes (SciPy's truncate 4: sigma 1.5, 2, 2.5 and 3; 17 x 17 is the blur
+        // example's default), measured as rank-1 masks only, on the single-channel images.
+        let gaussian_sides: &[usize] = match self.plan.scope {
+            Scope::Targets => &[17],
+            Scope::Quick => &[],
+            Scope::Full => &[13, 17, 21, 25],
+        };
         let tiles: &[(u32, u32)] = match self.plan.scope {
             Scope::Targets => &[],
             Scope::Quick => &[(32, 8)],
@@ -429,22 +436,41 @@ impl Bench<'_> {
                 }
                 // The same shape as a rank-1 mask (an outer product), through the fused kernel.
                 if mask_shape.0 > 1 && mask_shape.1 > 1 {
-                    let column = Array1::from(random_vec(&mut self.rng, mask_shape.0));
-                    let row = Array1::from(random_vec(&mut self.rng, mask_shape.1));
-                    let rank_one = Array2::from_shape_fn(mask_shape, |(i, j)| column[i] * row[j]);
-                    let case = Case2d {
-                        image: &image,
-                        mask: &rank_one,
-                        kernel: Kernel::Separable,
-                        tile: None,
-                        cpu_ms,
-                    };
-                    self.rows
-                        .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
+                    self.measure_rank_one(&image, mask_shape, cpu_ms)?;
+                }
+            }
+            if channels == 1 {
+                for &side in gaussian_sides {
+                    self.measure_rank_one(&image, (side, side), None)?;
                 }
             }
             eprintln!("2d {side}x{side}x{channels} done");
         }
+        Ok(())
+    }
+}
+
+impl Bench<'_> {
+    /// Measures a random rank-1 mask of `shape` (an outer product) over `image` through the
+    /// fused separable kernel.
+    fn measure_rank_one(
+        &mut self,
+        image: &Array3<f32>,
+        shape: (usize, usize),
+        cpu_ms: Option<f64>,
+    ) -> Result<(), String> {
+        let column = Array1::from(random_vec(&mut self.rng, shape.0));
+        let row = Array1::from(random_vec(&mut self.rng, shape.1));
+        let rank_one = Array2::from_shape_fn(shape, |(i, j)| column[i] * row[j]);
+        let case = Case2d {
+            image,
+            mask: &rank_one,
+            kernel: Kernel::Separable,
+            tile: None,
+            cpu_ms,
+        };
+        self.rows
+            .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
         Ok(())
     }
 }
