@@ -583,7 +583,16 @@ fn separable_kernels_match_the_reference() {
         (5, 5),
         (7, 7),
         (9, 9),
+        (11, 11),
+        (13, 13),
         (15, 15),
+        (17, 17),
+        (19, 19),
+        (21, 21),
+        (23, 23),
+        (25, 25),
+        (27, 27),
+        (29, 29),
         (31, 31),
         (4, 6),
         (9, 2),
@@ -598,12 +607,14 @@ fn separable_kernels_match_the_reference() {
             let plan = engine()
                 .plan2d(&mask, channels, &Conv2dOptions::default())
                 .unwrap();
-            // Auto factors 2D masks with a wide separable kernel (square, 3 to 31 of
-            // SEPARABLE_MASKS, 1, 3 or 4 channels), those of more than 81 taps, and those no
+            // Auto factors 2D masks with a wide separable kernel (square, odd, 3 to 31 taps:
+            // SEPARABLE_MASKS; 1, 3 or 4 channels), those of more than 81 taps, and those no
             // register-tiled kernel was compiled for (square up to 9 x 9, or 9 to 31 wide, odd).
             let standard_channels = [1, 3, 4].contains(&channels);
-            let wide_separable =
-                shape.0 == shape.1 && [3, 5, 7, 9, 15, 31].contains(&shape.0) && standard_channels;
+            let wide_separable = shape.0 == shape.1
+                && shape.0 % 2 == 1
+                && (3..=31).contains(&shape.0)
+                && standard_channels;
             let register = (shape.0 == shape.1 && [3, 5, 7, 9].contains(&shape.0)
                 || shape.1 == 1
                 || (9..=31).step_by(2).any(|w| w == shape.1))
@@ -630,7 +641,7 @@ fn separable_kernels_match_the_reference() {
     }
     // The wide kernels over several strips and block rows of several steps each (blocks of
     // `32 k - (M - 1)` rows), clamped or not.
-    for shape in [(9, 9), (15, 15), (31, 31)] {
+    for shape in [(9, 9), (15, 15), (17, 17), (31, 31)] {
         let mask = random_separable_mask(&mut rng, shape);
         for channels in [1, 3, 4] {
             check_separable(&mut rng, &mask, channels, (1500, 700 / channels));

@@ -109,9 +109,10 @@ pub const fn wide_row_words(mask_w: u64, channels: u64) -> u64 {
     wide_word(elements.next_multiple_of(16))
 }
 
-/// Square mask sizes with a specialised separable 2D kernel, for each of `REGISTER_CHANNELS`
-/// (`conv2d_separable_m{size}_c{channels}`).
-pub const SEPARABLE_MASKS: [u32; 6] = [3, 5, 7, 9, 15, 31];
+/// Square mask sizes with a wide separable 2D kernel, for each of `REGISTER_CHANNELS`
+/// (`conv2d_separable_wide_m{size}_c{channels}`): every odd size from 3 to 31, which covers
+/// SciPy's Gaussians up to sigma 3.75 (`2 int(4 sigma + 0.5) + 1` taps).
+pub const SEPARABLE_MASKS: [u32; 15] = [3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
 
 /// Threads per block of the fused separable 2D kernels (one dimension).
 pub const SEPARABLE_THREADS: u32 = 256;

@@ -126,5 +126,5 @@ fn row_pass<const M: usize, const C: usize>(
 
 specialised_entry_points!(
     separable_wide, conv2d_separable_wide_m, "Wide fused separable 2D kernel, mask size and channels:":
-    3, 5, 7, 9, 15, 31
+    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );

@@ -148,8 +148,9 @@ pub(crate) fn plan(
 
 /// The wide separable entry points: `(mask size, channels, name)`, as `conv-kernels` declares
 /// them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.
-pub(crate) const SEPARABLE_ENTRY_POINTS: &[(u32, u32, &str)] =
-    &entry_point_table!("conv2d_separable_wide_m": 3, 5, 7, 9, 15, 31);
+pub(crate) const SEPARABLE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_table!(
+    "conv2d_separable_wide_m": 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
 
 #[cfg(test)]
 mod tests {
