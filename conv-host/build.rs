@@ -84,8 +84,45 @@ fn main() {
         .join("conv_kernels.ptx");
     let text = std::fs::read_to_string(&ptx)
         .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())));
-    std::fs::write(out_dir.join("conv_kernels.ptx"), bound_block_size(&text))
+    let bounded = bound_block_size(&text);
+    std::fs::write(out_dir.join("conv_kernels.ptx"), &bounded)
         .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
+    std::fs::write(out_dir.join("entry_ranges.rs"), entry_ranges(&bounded))
+        .unwrap_or_else(|e| fail(&format!("cannot write the entry table: {e}")));
+}
+
+/// The byte range of every kernel entry point's definition in the PTX (from its `.visible
+/// .entry` line to its closing brace), as a Rust table in PTX order: the engine loads each
+/// kernel as its own module, the PTX without the other entries' definitions, so that the
+/// driver JIT-compiles only the kernels a program uses.
+fn entry_ranges(ptx: &str) -> String {
+    let mut table = String::from(
+        "/// `(entry point, start, end)`: each kernel's definition in `KERNELS_PTX`, in order.\n\
+         pub(crate) const ENTRY_RANGES: &[(&str, usize, usize)] = &[\n",
+    );
+    let mut at = 0;
+    let mut entry: Option<(&str, usize, i64)> = None;
+    for line in ptx.split_inclusive('\n') {
+        let end = at + line.len();
+        if let Some(rest) = line.strip_prefix(".visible .entry ") {
+            let name = rest.split(['(', ' ', '\n']).next().unwrap_or_default();
+            entry = Some((name, at, 0));
+        }
+        if let Some((name, start, depth)) = entry.as_mut() {
+            let opened = line.contains('{');
+            *depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
+            if (opened || line.contains('}')) && *depth == 0 {
+                table.push_str(&format!("    (\"{name}\", {start}, {end}),\n"));
+                entry = None;
+            }
+        }
+        at = end;
+    }
+    if entry.is_some() {
+        fail("the PTX ends inside a kernel entry point");
+    }
+    table.push_str("];\n");
+    table
 }
 
 /// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled, streaming and separable kernels)

@@ -1,4 +1,5 @@
-//! The CUDA engine: context, module, stream and device limits, created once and shared.
+//! The CUDA engine: context, stream, device limits and the kernels' modules, created once and
+//! shared.
 
 use crate::abi::{MASK_CAPACITY, SM_COPY_QUADS_PER_THREAD, SM_COPY_THREADS};
 use crate::error::{ConvError, DriverContext, Result};
@@ -11,29 +12,7 @@ use cudarc::driver::{
 use cudarc::nvrtc::Ptx;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::{Arc, Mutex, MutexGuard};
-
-/// The PTX of `conv-kernels`, compiled by this crate's build script.
-pub(crate) const KERNELS_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/conv_kernels.ptx"));
-
-/// Every kernel entry point the module exports.
-const KERNEL_NAMES: &[&str] = &[
-    "diagnostic_trap",
-    "sm_copy",
-    "conv1d_basic",
-    "conv1d_constant",
-    "conv1d_tiled",
-    "conv1d_tiled_global_mask",
-    "conv1d_tiled_l2",
-    "conv1d_tiled_l2_global_mask",
-    "conv2d_basic",
-    "conv2d_constant",
-    "conv2d_tiled",
-    "conv2d_tiled_global_mask",
-    "conv2d_tiled_l2",
-    "conv2d_tiled_l2_global_mask",
-    "conv2d_separable",
-];
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// What the library needs to know about the GPU it runs on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -60,10 +39,12 @@ pub struct DeviceInfo {
     pub total_memory: usize,
 }
 
-/// A CUDA context on one device with the convolution kernels loaded, and one stream.
+/// A CUDA context on one device, its convolution kernels, and one stream.
 ///
-/// Create it once and reuse it: creation loads the driver, creates the context and JIT-compiles
-/// the PTX (tens of milliseconds). Every operation takes `&self`.
+/// Create it once and reuse it: creation loads the driver and creates the context; each kernel
+/// is JIT-compiled from its PTX the first time an operation launches it (a fraction of a second
+/// per kernel; the driver caches the result on disk, so later runs of the program load it in
+/// milliseconds). Every operation takes `&self`.
 ///
 /// # Thread safety
 /// `Engine` is `Send + Sync`. Calls from several threads are safe and are serialised on the
@@ -72,12 +53,17 @@ pub struct DeviceInfo {
 /// For parallel GPU work from several threads, create one engine per thread.
 pub struct Engine {
     info: DeviceInfo,
-    functions: HashMap<&'static str, CudaFunction>,
-    module: Arc<CudaModule>,
+    kernels: HashMap<&'static str, OnceLock<LoadedKernel>>,
     stream: Arc<CudaStream>,
     context: Arc<CudaContext>,
     exclusive: Mutex<()>,
     last_kernel_ms: Mutex<Option<f32>>,
+}
+
+/// A kernel's module, loaded on first use, and the kernel in it.
+struct LoadedKernel {
+    module: Arc<CudaModule>,
+    function: CudaFunction,
 }
 
 /// Sticky faults by device ordinal. Engines of one process share the device's primary context,
@@ -104,7 +90,7 @@ impl Engine {
     /// An engine on device `ordinal`.
     ///
     /// # Errors
-    /// As [`Engine::new`]; [`ConvError::Driver`] if the module does not load.
+    /// As [`Engine::new`].
     pub fn with_device(ordinal: usize) -> Result<Self> {
         // SAFETY: only probes whether the driver library can be opened; cudarc panics on any
         // driver call without one, so nothing else may be called before this check.
@@ -128,41 +114,13 @@ impl Engine {
         let stream = context
             .new_stream()
             .context(|| "creating a stream".into())?;
-        let module = context
-            .load_module(Ptx::from_src(KERNELS_PTX))
-            .context(|| "loading the kernels' PTX".into())?;
-        let mut functions = HashMap::new();
-        let register_names_1d = crate::conv1d::REGISTER_ENTRY_POINTS_1D
+        let kernels = crate::kernels::ENTRY_RANGES
             .iter()
-            .map(|&(_, name)| name);
-        let separable_names = crate::conv2d::SEPARABLE_ENTRY_POINTS
-            .iter()
-            .chain(crate::conv2d::WIDE_ENTRY_POINTS)
-            .chain(crate::conv2d::STREAM_ENTRY_POINTS)
-            .map(|&(_, _, name)| name);
-        for name in KERNEL_NAMES
-            .iter()
-            .copied()
-            .chain(register_names_1d)
-            .chain(separable_names)
-        {
-            let function = module
-                .load_function(name)
-                .context(|| format!("loading kernel `{name}`"))?;
-            // Tiled kernels size their shared memory at launch; allow up to the device's opt-in
-            // limit instead of the default 48 KiB.
-            function
-                .set_attribute(
-                    CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    info.max_shared_memory_per_block as i32,
-                )
-                .context(|| format!("raising the shared-memory limit of `{name}`"))?;
-            functions.insert(name, function);
-        }
+            .map(|&(name, _, _)| (name, OnceLock::new()))
+            .collect();
         Ok(Self {
             info,
-            functions,
-            module,
+            kernels,
             stream,
             context,
             exclusive: Mutex::new(()),
@@ -173,6 +131,43 @@ impl Engine {
     /// The device this engine runs on.
     pub fn device(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// The kernel `kernel`, its module loaded (and JIT-compiled by the driver) on first use.
+    fn kernel(&self, kernel: &'static str) -> Result<&LoadedKernel> {
+        let slot = self
+            .kernels
+            .get(kernel)
+            .ok_or_else(|| ConvError::InvalidLaunch {
+                kernel,
+                reason: "the kernels' PTX has no such entry point".into(),
+            })?;
+        if let Some(loaded) = slot.get() {
+            return Ok(loaded);
+        }
+        let source =
+            crate::kernels::module_source(kernel).ok_or_else(|| ConvError::InvalidLaunch {
+                kernel,
+                reason: "the kernels' PTX has no such entry point".into(),
+            })?;
+        let module = self
+            .context
+            .load_module(Ptx::from_src(source))
+            .context(|| format!("loading the PTX module of kernel `{kernel}`"))?;
+        let function = module
+            .load_function(kernel)
+            .context(|| format!("loading kernel `{kernel}`"))?;
+        // Tiled kernels size their shared memory at launch; allow up to the device's opt-in
+        // limit instead of the default 48 KiB.
+        function
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                self.info.max_shared_memory_per_block as i32,
+            )
+            .context(|| format!("raising the shared-memory limit of `{kernel}`"))?;
+        // Operations hold the engine's lock, so no other thread loads the same kernel now; were
+        // one to, the first module stored would serve both.
+        Ok(slot.get_or_init(|| LoadedKernel { module, function }))
     }
 
     /// GPU time, in milliseconds, of the kernels of the most recent operation on this engine
@@ -432,15 +427,9 @@ impl Session<'_> {
         &self.engine.info
     }
 
-    /// The loaded kernel `kernel`.
+    /// The kernel `kernel`, loaded on first use.
     fn function(&self, kernel: &'static str) -> Result<&CudaFunction> {
-        self.engine
-            .functions
-            .get(kernel)
-            .ok_or_else(|| ConvError::InvalidLaunch {
-                kernel,
-                reason: "the loaded module has no such kernel".into(),
-            })
+        Ok(&self.engine.kernel(kernel)?.function)
     }
 
     /// Blocks of `plan`'s kernel that run at once on one multiprocessor of this device, with
@@ -496,12 +485,13 @@ impl Session<'_> {
         Ok(buffer)
     }
 
-    /// Writes `taps` into the constant-memory symbol `MASK` on the stream, so it lands after
-    /// every earlier kernel and before every later one.
-    pub(crate) fn set_constant_mask(&self, taps: &[f32]) -> Result<()> {
+    /// Writes `taps` into the constant-memory symbol `MASK` of `kernel`'s module on the stream,
+    /// so it lands after every earlier kernel and before every later one.
+    pub(crate) fn set_constant_mask(&self, kernel: &'static str, taps: &[f32]) -> Result<()> {
         debug_assert!(taps.len() <= MASK_CAPACITY);
         let mut symbol = self
             .engine
+            .kernel(kernel)?
             .module
             .get_global("MASK", &self.engine.stream)
             .context(|| "finding the constant-memory symbol MASK".into())?;
@@ -518,14 +508,10 @@ impl Session<'_> {
             .context(|| "uploading the mask to constant memory".into())
     }
 
-    /// Stages one operation's data: uploads `input`, allocates a poisoned output of the same
-    /// length, and puts the mask in constant memory or in a device buffer.
-    pub(crate) fn stage(
-        &self,
-        input: &[f32],
-        mask: &[f32],
-        mask_in_constant_memory: bool,
-    ) -> Result<Buffers> {
+    /// Stages one operation's data for `plan`: uploads `input`, allocates a poisoned output of
+    /// the same length, and puts the mask in the kernel's constant memory or in a device buffer.
+    pub(crate) fn stage(&self, plan: &LaunchPlan, input: &[f32], mask: &[f32]) -> Result<Buffers> {
+        let mask_in_constant_memory = plan.mask_in_constant_memory;
         let mask_bytes = if mask_in_constant_memory {
             0
         } else {
@@ -535,7 +521,7 @@ impl Session<'_> {
         let input_buffer = self.upload(input)?;
         let output = self.alloc_poisoned(input.len())?;
         let mask = if mask_in_constant_memory {
-            self.set_constant_mask(mask)?;
+            self.set_constant_mask(plan.entry_point, mask)?;
             None
         } else {
             Some(self.upload(mask)?)
@@ -666,5 +652,57 @@ impl Session<'_> {
                 source: error,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::kernels::ENTRY_RANGES;
+
+    /// The kernels the host launches by a fixed name.
+    const KERNEL_NAMES: &[&str] = &[
+        "diagnostic_trap",
+        "sm_copy",
+        "conv1d_basic",
+        "conv1d_constant",
+        "conv1d_tiled",
+        "conv1d_tiled_global_mask",
+        "conv1d_tiled_l2",
+        "conv1d_tiled_l2_global_mask",
+        "conv2d_basic",
+        "conv2d_constant",
+        "conv2d_tiled",
+        "conv2d_tiled_global_mask",
+        "conv2d_tiled_l2",
+        "conv2d_tiled_l2_global_mask",
+        "conv2d_separable",
+    ];
+
+    /// Every kernel the host may launch is in the PTX, so that loading it on first use can
+    /// only fail for reasons of the driver's.
+    #[test]
+    fn every_kernel_the_host_names_is_in_the_ptx() {
+        let register_1d = crate::conv1d::REGISTER_ENTRY_POINTS_1D
+            .iter()
+            .map(|&(_, name)| name);
+        let specialised_2d = crate::conv2d::SEPARABLE_ENTRY_POINTS
+            .iter()
+            .chain(crate::conv2d::WIDE_ENTRY_POINTS)
+            .chain(crate::conv2d::STREAM_ENTRY_POINTS)
+            .map(|&(_, _, name)| name);
+        let names: Vec<&str> = KERNEL_NAMES
+            .iter()
+            .copied()
+            .chain(register_1d)
+            .chain(specialised_2d)
+            .collect();
+        for name in &names {
+            assert!(
+                ENTRY_RANGES.iter().any(|&(entry, _, _)| entry == *name),
+                "{name}"
+            );
+        }
+        // And nothing in the PTX is left unlaunched.
+        assert_eq!(names.len(), ENTRY_RANGES.len());
     }
 }

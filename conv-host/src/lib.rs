@@ -36,6 +36,7 @@ mod conv2d;
 mod engine;
 mod error;
 mod gaussian;
+mod kernels;
 mod layout;
 mod mask;
 pub mod masks;
@@ -51,7 +52,7 @@ pub use options::{BoundaryMode, Clamp, Kernel};
 pub use plan::LaunchPlan;
 
 /// The embedded PTX of all kernels, e.g. to inspect it or assemble it with `ptxas`.
-pub const KERNELS_PTX: &str = engine::KERNELS_PTX;
+pub const KERNELS_PTX: &str = kernels::KERNELS_PTX;
 
 /// f64-accumulating CPU versions of every operation, with the same options and errors as the
 /// GPU path. The tests compare the GPU against these; they also serve machines without a GPU.

@@ -302,7 +302,7 @@ impl Engine {
             return Err(ConvError::TooLarge { len });
         }
         let session = self.session()?;
-        let mut buffers = session.stage(input, &taps.values, plan.mask_in_constant_memory)?;
+        let mut buffers = session.stage(plan, input, &taps.values)?;
         let (mode, cval) = launch.mode.code_and_cval();
         let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
         let max_grid = u64::from(session.device().max_grid_dim.0);

@@ -17,6 +17,7 @@ macro_rules! entry_point_table {
 pub(crate) mod reference;
 mod separable;
 
+#[cfg(test)]
 pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
 
@@ -487,7 +488,7 @@ impl Engine {
         if blocks_x > u64::from(device.max_grid_dim.0) {
             return Err(ConvError::TooLarge { len: image.len() });
         }
-        let mut buffers = session.stage(image, &mask.values, plan.mask_in_constant_memory)?;
+        let mut buffers = session.stage(plan, image, &mask.values)?;
         let (mode, cval) = launch.mode.code_and_cval();
         let max_grid_y = u64::from(device.max_grid_dim.1);
         session.run_conv(
