@@ -553,13 +553,13 @@ fn check_separable(rng: &mut StdRng, mask: &Array2<f32>, channels: usize, (h, w)
     check_gpu2d(image, mask.view(), &options, convolve, &what);
 }
 
-/// A few small separable cases (specialised and general kernels, random modes), for the
-/// sanitizers.
+/// A few small separable cases (the wide kernels at 5 x 5 and 17 x 17, the general one at
+/// 4 x 6; random modes), for the sanitizers.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn separable_small_cases() {
     let (mut rng, _) = rng("separable small");
-    for shape in [(5, 5), (4, 6)] {
+    for shape in [(5, 5), (17, 17), (4, 6)] {
         let mask = random_separable_mask(&mut rng, shape);
         for channels in [1, 3] {
             for image in [(37, 53), (20, 150)] {
@@ -595,6 +595,8 @@ fn separable_kernels_match_the_reference() {
         (29, 29),
         (31, 31),
         (4, 6),
+        (9, 11),
+        (45, 31),
         (9, 2),
         (1, 7),
         (6, 1),
@@ -608,8 +610,8 @@ fn separable_kernels_match_the_reference() {
                 .plan2d(&mask, channels, &Conv2dOptions::default())
                 .unwrap();
             // Auto factors 2D masks with a wide separable kernel (square, odd, 3 to 31 taps:
-            // SEPARABLE_MASKS; 1, 3 or 4 channels), those of more than 81 taps, and those no
-            // register-tiled kernel was compiled for (square up to 9 x 9, or 9 to 31 wide, odd).
+            // SEPARABLE_MASKS; 1, 3 or 4 channels), large ones, and those no register-tiled
+            // kernel was compiled for (square up to 9 x 9, or 9 to 31 wide, odd).
             let standard_channels = [1, 3, 4].contains(&channels);
             let wide_separable = shape.0 == shape.1
                 && shape.0 % 2 == 1
@@ -619,9 +621,10 @@ fn separable_kernels_match_the_reference() {
                 || shape.1 == 1
                 || (9..=31).step_by(2).any(|w| w == shape.1))
                 && standard_channels;
-            let factored = shape.0 > 1
-                && shape.1 > 1
-                && (wide_separable || shape.0 * shape.1 > 81 || !register);
+            // The general separable kernel against the register-tiled one: see
+            // `general_separable_wins`.
+            let large = shape.0 * shape.1 > 10 * (shape.0 + shape.1) + 250;
+            let factored = shape.0 > 1 && shape.1 > 1 && (wide_separable || large || !register);
             assert_eq!(
                 plan.kernel == Kernel::Separable,
                 factored,

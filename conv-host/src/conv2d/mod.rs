@@ -158,13 +158,13 @@ fn plan(
         // A 1 x N or N x 1 mask gains nothing from two passes. The wide separable kernels
         // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
         // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
-        // one only above 81 taps (9 x 9: 0.363 against 0.335 ms) or where no register-tiled
-        // kernel exists.
+        // one only where no register-tiled kernel exists or the mask is large (see
+        // `general_separable_wins`).
         Kernel::Auto
             if rows > 1
                 && cols > 1
                 && (separable::has_wide_kernel((rows, cols), channels)
-                    || rows * cols > 81
+                    || general_separable_wins(rows, cols)
                     || register_entry_point((rows, cols), channels).is_none())
                 && separable::factor(mask).is_some() =>
         {
@@ -531,6 +531,14 @@ impl Engine {
     }
 }
 
+/// Whether the general separable kernel beats the register-tiled one on a rank-1 `rows x cols`
+/// mask that no wide separable kernel covers. Their times on an H200 (8192^2, one channel)
+/// fit `0.87 + 0.026 (rows + cols)` ms and `0.13 + 0.0027 rows cols` ms: 9 x 11 1.40 against
+/// 0.39 ms, 15 x 31 2.07 against 1.23, 45 x 31 2.71 against 3.92, 61 x 31 3.08 against 7.23.
+pub(crate) fn general_separable_wins(rows: usize, cols: usize) -> bool {
+    rows.saturating_mul(cols) > 10 * (rows + cols) + 250
+}
+
 /// Geometry of a pitched, interleaved image.
 #[derive(Clone, Copy)]
 struct ImageShape {
@@ -691,6 +699,17 @@ mod tests {
             listed(SEPARABLE_ENTRY_POINTS),
             expected(&crate::abi::SEPARABLE_MASKS, "separable_wide_m")
         );
+    }
+
+    /// The measured pairs `general_separable_wins` was fitted on, each on its side.
+    #[test]
+    fn general_separable_wins_only_for_large_masks() {
+        for (rows, cols) in [(9, 11), (11, 9), (15, 31), (31, 15)] {
+            assert!(!general_separable_wins(rows, cols), "{rows} x {cols}");
+        }
+        for (rows, cols) in [(45, 31), (61, 31), (31, 61), (61, 61)] {
+            assert!(general_separable_wins(rows, cols), "{rows} x {cols}");
+        }
     }
 
     /// A streaming pass thread `c < 64` reads the quads of its window (elements from `4c` on,
