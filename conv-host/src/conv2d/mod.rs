@@ -533,10 +533,10 @@ impl Engine {
 
 /// Whether the general separable kernel beats the register-tiled one on a rank-1 `rows x cols`
 /// mask that no wide separable kernel covers. Their times on an H200 (8192^2, one channel)
-/// fit `0.87 + 0.026 (rows + cols)` ms and `0.13 + 0.0027 rows cols` ms: 9 x 11 1.40 against
-/// 0.39 ms, 15 x 31 2.07 against 1.23, 45 x 31 2.71 against 3.92, 61 x 31 3.08 against 7.23.
+/// fit `0.75 + 0.021 (rows + cols)` ms and `0.13 + 0.0027 rows cols` ms: 9 x 11 1.16 against
+/// 0.39 ms, 15 x 31 1.67 against 1.23, 45 x 31 2.32 against 3.92, 61 x 31 2.68 against 7.25.
 pub(crate) fn general_separable_wins(rows: usize, cols: usize) -> bool {
-    rows.saturating_mul(cols) > 10 * (rows + cols) + 250
+    rows.saturating_mul(cols) > 8 * (rows + cols) + 230
 }
 
 /// Geometry of a pitched, interleaved image.
