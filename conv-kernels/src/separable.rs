@@ -217,21 +217,13 @@ fn row_pass(block: Block, step: usize, thread: usize) {
         let (row, group) = (unit / per_row, unit % per_row);
         let (pixels, channel) = (group / block.channels, group % block.channels);
         let first = pixels * OUTPUTS * block.channels + channel;
-        // `staged(row, first + offset)`, split so that the offsets fold into constants where
-        // `first` is a multiple of 8 (one channel).
-        let (base, lead) = (block.staged(row, first), first % 8);
-        let mut acc = [0.0f32; OUTPUTS];
-        for j in 0..block.mask_w {
-            let tap = ConstantMask.tap(j as u64);
-            for (k, sum) in acc.iter_mut().enumerate() {
-                let offset = (j + k) * block.channels;
-                let word = base + (offset + (lead + offset) / 8) as u64;
-                // SAFETY: `row < CHUNK` and `first + offset < input_width`: staged before the
-                // barrier.
-                let value = unsafe { SharedTile::load(word) };
-                *sum = fma(tap, value, *sum);
-            }
-        }
+        let acc = sliding_sums(
+            block.mask_w,
+            |j| ConstantMask.tap(j as u64),
+            // SAFETY: `row < CHUNK` and `first + t * channels < input_width` for every `t` the
+            // window reads: staged before the barrier.
+            |t| unsafe { SharedTile::load(block.staged(row, first + t * block.channels)) },
+        );
         let slot = block.slot((step * CHUNK + row) as isize);
         for (k, &sum) in acc.iter().enumerate() {
             let x = first + k * block.channels;
@@ -240,6 +232,47 @@ fn row_pass(block: Block, step: usize, thread: usize) {
         }
         unit += THREADS;
     }
+}
+
+/// `sums[k] = sum over j < taps of tap(j) * value(j + k)` for the `OUTPUTS` sums, `j` in
+/// increasing order: every value is read once and feeds each sum it belongs to. The taps go in
+/// chunks of 8 through a window of 16 values at compile-time register indices (the second half
+/// loaded per chunk, then moved down); the last chunk skips its missing taps rather than
+/// multiplying by zero, which would turn an infinite value past the mask into NaN. Reads past
+/// the window's last value, `value(taps + OUTPUTS - 2)`, read that value instead and feed no sum.
+#[inline(always)]
+fn sliding_sums(
+    taps: usize,
+    tap: impl Fn(usize) -> f32,
+    value: impl Fn(usize) -> f32,
+) -> [f32; OUTPUTS] {
+    let last = taps + OUTPUTS - 2;
+    let load = |t: usize| value(t.min(last));
+    let mut sums = [0.0f32; OUTPUTS];
+    let mut window = [0.0f32; 2 * OUTPUTS];
+    for (t, slot) in window[..OUTPUTS].iter_mut().enumerate() {
+        *slot = load(t);
+    }
+    let mut chunk = 0;
+    while chunk < taps {
+        for (c, slot) in window[OUTPUTS..].iter_mut().enumerate() {
+            *slot = load(chunk + OUTPUTS + c);
+        }
+        let left = taps - chunk;
+        for jj in 0..OUTPUTS {
+            if left >= OUTPUTS || jj < left {
+                let w = tap(chunk + jj);
+                for (k, sum) in sums.iter_mut().enumerate() {
+                    *sum = fma(w, window[jj + k], *sum);
+                }
+            }
+        }
+        for c in 0..OUTPUTS {
+            window[c] = window[OUTPUTS + c];
+        }
+        chunk += OUTPUTS;
+    }
+    sums
 }
 
 /// Filters the ring down the columns and stores the outputs whose rows are complete after this
@@ -265,16 +298,12 @@ unsafe fn column_pass(
             && first_out < block.out_rows as isize
             && block.e0 + x < elements;
         if stored {
-            let mut acc = [0.0f32; OUTPUTS];
-            for i in 0..block.mask_h {
-                let tap = ConstantMask.tap((block.mask_w + i) as u64);
-                for (k, sum) in acc.iter_mut().enumerate() {
-                    let slot = block.slot(first_out + (i + k) as isize);
-                    // SAFETY: a ring slot and `x < strip`: row-filtered before the barrier.
-                    let value = unsafe { SharedTile::load(block.ring(slot, x)) };
-                    *sum = fma(tap, value, *sum);
-                }
-            }
+            let acc = sliding_sums(
+                block.mask_h,
+                |i| ConstantMask.tap((block.mask_w + i) as u64),
+                // SAFETY: a ring slot and `x < strip`: row-filtered before the barrier.
+                |t| unsafe { SharedTile::load(block.ring(block.slot(first_out + t as isize), x)) },
+            );
             for (k, &sum) in acc.iter().enumerate() {
                 let o = first_out + k as isize;
                 if o >= 0 && (o as usize) < block.out_rows {
