@@ -303,6 +303,42 @@ impl SharedTile {
         }
     }
 
+    /// Reads the element at shared-window address `address`.
+    ///
+    /// # Safety
+    /// As [`SharedTile::load`] for the element whose [`SharedTile::address32`] is `address`.
+    #[inline(always)]
+    pub unsafe fn load_at(address: u32) -> f32 {
+        let value: f32;
+        // SAFETY: in bounds by the caller's contract; `readonly` keeps it after the barrier.
+        unsafe {
+            asm!(
+                "ld.shared.f32 {value}, [{addr}];",
+                addr = in(reg32) address,
+                value = out(reg32) value,
+                options(pure, readonly, nostack),
+            );
+        }
+        value
+    }
+
+    /// Writes the element at shared-window address `address`.
+    ///
+    /// # Safety
+    /// As [`SharedTile::store`] for the element whose [`SharedTile::address32`] is `address`.
+    #[inline(always)]
+    pub unsafe fn store_at(address: u32, value: f32) {
+        // SAFETY: in bounds by the caller's contract; `st.shared` touches only this block's tile.
+        unsafe {
+            asm!(
+                "st.shared.f32 [{addr}], {value};",
+                addr = in(reg32) address,
+                value = in(reg32) value,
+                options(nostack),
+            );
+        }
+    }
+
     /// Reads element `index`.
     ///
     /// # Safety

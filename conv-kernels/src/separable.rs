@@ -25,33 +25,37 @@ use crate::abi::{
 };
 use crate::boundary::Plane;
 use crate::gpu::{
-    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, clamp_keeping_nan, fma, sync_threads,
-    thread_idx_x,
+    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, clamp_keeping_nan, fma, prefetch_l2,
+    sync_threads, thread_idx_x,
 };
 
 const THREADS: usize = SEPARABLE_THREADS as usize;
 const CHUNK: usize = SEPARABLE_CHUNK_ROWS as usize;
 const OUTPUTS: usize = SEPARABLE_OUTPUTS as usize;
 
-/// The geometry of one block, from the launch parameters (or the compile-time sizes).
+/// The geometry of one block, from the launch parameters. Sizes that shared-memory addresses
+/// are made of are 32-bit: 64-bit index arithmetic per element took most of the passes'
+/// instructions.
 #[derive(Clone, Copy)]
 struct Block {
-    mask_h: usize,
-    mask_w: usize,
-    channels: usize,
+    mask_h: u32,
+    mask_w: u32,
+    channels: u32,
     /// Output elements along the strip.
-    strip: usize,
+    strip: u32,
     /// Staged elements per input row: strip plus halo.
-    input_width: usize,
+    input_width: u32,
     /// Shared-memory words per staged input row.
-    row_words: usize,
+    row_words: u32,
     /// Rows of the ring (a power of two).
-    ring_rows: usize,
+    ring_rows: u32,
+    /// Shared-window address of the block's shared memory.
+    shared: u32,
     /// First element of the strip and first output row.
     e0: usize,
     y0: usize,
     /// Output rows of this block (fewer in the last block row).
-    out_rows: usize,
+    out_rows: u32,
     /// Image coordinates of staged element (0, 0).
     first_e: i64,
     first_y: i64,
@@ -59,26 +63,24 @@ struct Block {
     /// staged without boundary checks).
     columns_inside: bool,
     height: usize,
+    /// Elements of an image row (pixels x channels).
+    row_elements: usize,
 }
 
 impl Block {
-    /// Word of staged input element `(row, x)`.
+    /// Shared-window address of staged element `(row, x)` (one padding word after every 8
+    /// elements), in 32-bit arithmetic.
     #[inline(always)]
-    fn staged(self, row: usize, x: usize) -> u64 {
-        (row * self.row_words) as u64 + separable_swizzle(x as u64)
+    fn staged_at(self, row: u32, x: u32) -> u32 {
+        self.shared + 4 * (row * self.row_words + separable_swizzle(x.into()) as u32)
     }
 
-    /// The ring slot of row-filtered row `h` (rows count from the block's first staged row;
-    /// earlier, negative rows map to slots not yet stored).
+    /// Shared-window address of element `x` of the ring's row-filtered row `h` (rows count from
+    /// the block's first staged row; earlier, negative rows wrap to slots not yet stored).
     #[inline(always)]
-    fn slot(self, h: isize) -> usize {
-        h as usize & (self.ring_rows - 1)
-    }
-
-    /// Word of element `x` of ring row `slot` (`slot < ring_rows`).
-    #[inline(always)]
-    fn ring(self, slot: usize, x: usize) -> u64 {
-        ((CHUNK * self.row_words) + slot * self.strip + x) as u64
+    fn ring_at(self, h: i32, x: u32) -> u32 {
+        let slot = h as u32 & (self.ring_rows - 1);
+        self.shared + 4 * (CHUNK as u32 * self.row_words + slot * self.strip + x)
     }
 
     /// Whether step `step`'s staged region lies inside the image.
@@ -98,56 +100,107 @@ struct Source {
 }
 
 impl Source {
-    /// Staged element `(row, x)` of step `step`. Interior steps read without boundary checks.
-    ///
-    /// # Safety
-    /// `input` is the image `image` describes, with rows `pitch` elements apart.
-    #[inline(always)]
-    unsafe fn fetch(
-        self,
-        block: Block,
-        step: usize,
-        interior: bool,
-        (row, x): (usize, usize),
-    ) -> f32 {
-        let y = block.first_y + (step * CHUNK + row) as i64;
-        let e = block.first_e + x as i64;
-        if interior {
-            // SAFETY: interior step: `0 <= y < height` and `0 <= e < width * channels`.
-            unsafe { *self.input.add(y as usize * self.pitch + e as usize) }
-        } else {
-            self.image.element_in_row(self.image.row(y), e)
-        }
-    }
-
     /// Stages step `step` in shared memory (the boundary rule only in steps that reach past the
     /// image): warp `w` takes rows `w` and `w + 8`, its lanes 32 consecutive elements at a time,
     /// so no thread divides to find its element (a flat index over the step, divided by the
-    /// staged width, took a third of the kernel's instructions at 11 x 11). `rolled_width` is
-    /// the staged width taken from the launch parameters: the compiler cannot unroll that loop,
-    /// whose boundary folding, unrolled, needed 190 registers per thread.
+    /// staged width, took a third of the kernel's instructions at 11 x 11). An interior step
+    /// loads `STAGE_BATCH` elements of both rows before storing any, so that a lane waits on
+    /// memory once per batch rather than once per element (one load at a time, the staging
+    /// took most of the kernel's time), each row's address computed once; a border step folds
+    /// each element through the boundary rule in a loop over `rolled_width`, the staged width
+    /// taken from the launch parameters, which the compiler cannot unroll (unrolled, that
+    /// folding needed 190 registers per thread).
     ///
     /// # Safety
-    /// As [`Source::fetch`]; `rolled_width = block.input_width`; no thread reads the staged rows
-    /// until the next barrier.
+    /// `input` is the image `image` describes, with rows `pitch` elements apart;
+    /// `rolled_width = block.input_width`; no thread reads the staged rows until the next
+    /// barrier.
     #[inline(always)]
-    unsafe fn stage(self, block: Block, step: usize, thread: usize, rolled_width: usize) {
+    unsafe fn stage(self, block: Block, step: usize, thread: usize, rolled_width: u32) {
         const WARPS: usize = THREADS / 32;
-        let interior = block.interior(step);
-        let (warp, lane) = (thread / 32, thread % 32);
-        for row in (warp..CHUNK).step_by(WARPS) {
+        const { assert!(CHUNK == 2 * WARPS) };
+        let (warp, lane) = (thread / 32, (thread % 32) as u32);
+        let rows = [warp, warp + WARPS];
+        let image_row = |row: usize| block.first_y + (step * CHUNK + row) as i64;
+        if block.interior(step) {
+            // SAFETY: interior step: rows `0 <= y < height`, elements `first_e .. first_e +
+            // input_width` within `0 .. width * channels`.
+            let sources = rows.map(|row| unsafe {
+                self.input
+                    .add(image_row(row) as usize * self.pitch + block.first_e as usize)
+            });
+            // Element `x0 + 32 k` of a row sits `36 k` words after element `x0`'s (`x0 % 32`
+            // is the lane, and the swizzle adds a word per 8 elements).
+            let targets = rows.map(|row| block.staged_at(row as u32, lane));
+            let mut x0 = lane;
+            while x0 < rolled_width {
+                let values: [f32; 2 * STAGE_BATCH] = core::array::from_fn(|k| {
+                    let x = x0 + 32 * (k % STAGE_BATCH) as u32;
+                    // SAFETY: `x < input_width`: inside the interior row (above).
+                    (x < rolled_width)
+                        .then(|| unsafe { *sources[k / STAGE_BATCH].add(x as usize) })
+                        .unwrap_or(0.0)
+                });
+                let batch = (x0 - lane) / (32 * STAGE_BATCH as u32) * (36 * STAGE_BATCH as u32);
+                for (k, &value) in values.iter().enumerate() {
+                    let x = x0 + 32 * (k % STAGE_BATCH) as u32;
+                    if x < rolled_width {
+                        let at =
+                            targets[k / STAGE_BATCH] + 4 * (batch + 36 * (k % STAGE_BATCH) as u32);
+                        // SAFETY: `row < CHUNK`, `x < input_width`: a staged element.
+                        unsafe { SharedTile::store_at(at, value) };
+                    }
+                }
+                x0 += 32 * STAGE_BATCH as u32;
+            }
+            return;
+        }
+        for row in rows {
+            let folded = self.image.row(image_row(row));
             let mut x = lane;
             while x < rolled_width {
-                // SAFETY: forwarded contract; `row < CHUNK`, `x < input_width`.
-                unsafe {
-                    let value = self.fetch(block, step, interior, (row, x));
-                    SharedTile::store(block.staged(row, x), value);
-                }
+                let value = self
+                    .image
+                    .element_in_row(folded, block.first_e + i64::from(x));
+                // SAFETY: `row < CHUNK`, `x < input_width`: a staged element.
+                unsafe { SharedTile::store_at(block.staged_at(row as u32, x), value) };
                 x += 32;
             }
         }
     }
+
+    /// Asks L2 for the rows of step `step` that lie inside the image, so that its staging,
+    /// issued after the passes of the step before, finds them there: thread `t` takes row `t /
+    /// 16` of the step and the 128-byte line `t % 16` of its span (up to 2 KB, 512 elements,
+    /// of a row; beyond that the staging reads device memory).
+    ///
+    /// # Safety
+    /// `input` is the image `image` describes, with rows `pitch` elements apart.
+    #[inline(always)]
+    unsafe fn prefetch(self, block: Block, step: usize, thread: usize) {
+        let y = block.first_y + (step * CHUNK + thread / 16) as i64;
+        let elements = block.row_elements as i64;
+        let first = block.first_e.max(0);
+        let end = (block.first_e + i64::from(block.input_width)).min(elements);
+        if y < 0 || y >= block.height as i64 || first >= end {
+            return;
+        }
+        let row = self.input.wrapping_add(y as usize * self.pitch);
+        let (start, last) = (
+            row.wrapping_add(first as usize),
+            row.wrapping_add(end as usize - 1),
+        );
+        let at = ((start as u64 & !127) + 128 * (thread % 16) as u64) as *const f32;
+        if at <= last {
+            // SAFETY: between the first and the last element of the row's span, inside the
+            // image (caller).
+            unsafe { prefetch_l2(at.max(start)) };
+        }
+    }
 }
+
+/// Elements of each of its two rows a lane of an interior step loads before storing them.
+const STAGE_BATCH: usize = 4;
 
 /// The fused separable design for any mask shape and channel count, sizes from `p`.
 ///
@@ -158,36 +211,35 @@ impl Source {
 /// memory.
 #[inline(always)]
 unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
-    let (mask_h, mask_w, channels) = (p.mask_h as usize, p.mask_w as usize, p.channels as usize);
-    let layout = SeparableLayout::new(mask_h as u64, mask_w as u64, channels as u64);
-    let strip = separable_strip(channels as u64) as usize;
+    let (mask_h, mask_w, channels) = (p.mask_h, p.mask_w, p.channels);
+    let layout = SeparableLayout::new(mask_h.into(), mask_w.into(), channels.into());
+    let strip = separable_strip(channels.into()) as u32;
     let rows_per_block = p.out_tile_h as usize;
     let height = p.height as usize;
-    let elements = p.width as usize * channels;
-    let e0 = block_idx_x() as usize * strip;
+    let elements = p.width as usize * channels as usize;
+    let e0 = block_idx_x() as usize * strip as usize;
     let y0 = (p.block_offset_y as usize + block_idx_y() as usize) * rows_per_block;
+    let input_width = strip + (mask_w - 1) * channels;
+    let first_e = e0 as i64 - (p.left as usize * channels as usize) as i64;
     let block = Block {
         mask_h,
         mask_w,
         channels,
         strip,
-        input_width: strip + (mask_w - 1) * channels,
-        row_words: layout.row_words as usize,
-        ring_rows: layout.ring_rows as usize,
+        input_width,
+        row_words: layout.row_words as u32,
+        ring_rows: layout.ring_rows as u32,
+        shared: SharedTile::address32(0),
         e0,
         y0,
-        out_rows: rows_per_block.min(height - y0),
-        first_e: e0 as i64 - (p.left as usize * channels) as i64,
+        out_rows: rows_per_block.min(height - y0) as u32,
+        first_e,
         first_y: y0 as i64 - i64::from(p.top),
-        columns_inside: false,
+        columns_inside: first_e >= 0 && first_e as usize + input_width as usize <= elements,
         height,
+        row_elements: elements,
     };
-    let block = Block {
-        columns_inside: block.first_e >= 0
-            && block.first_e as usize + block.input_width <= elements,
-        ..block
-    };
-    let steps = (block.out_rows + mask_h - 1).div_ceil(CHUNK);
+    let steps = (block.out_rows + mask_h - 1).div_ceil(CHUNK as u32) as usize;
     let thread = thread_idx_x() as usize;
     let source = Source {
         // SAFETY: `input` is a pitched image as `p` describes (caller).
@@ -199,6 +251,10 @@ unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
     for step in 0..steps {
         // SAFETY: as above; the previous step's row pass ended at the last barrier.
         unsafe { source.stage(block, step, thread, rolled_width) };
+        if step + 1 < steps {
+            // SAFETY: as above.
+            unsafe { source.prefetch(block, step + 1, thread) };
+        }
         sync_threads();
         row_pass(block, step, thread);
         sync_threads();
@@ -211,26 +267,28 @@ unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
 /// is staged row `u / (strip / 8)` and 8 same-channel outputs; a warp covers two rows.
 #[inline(always)]
 fn row_pass(block: Block, step: usize, thread: usize) {
-    let per_row = block.strip / OUTPUTS;
-    let mut unit = thread;
-    while unit < CHUNK * per_row {
+    let per_row = block.strip / OUTPUTS as u32;
+    let mut unit = thread as u32;
+    while unit < CHUNK as u32 * per_row {
         let (row, group) = (unit / per_row, unit % per_row);
         let (pixels, channel) = (group / block.channels, group % block.channels);
-        let first = pixels * OUTPUTS * block.channels + channel;
+        let first = pixels * OUTPUTS as u32 * block.channels + channel;
         let acc = sliding_sums(
-            block.mask_w,
+            block.mask_w as usize,
             |j| ConstantMask.tap(j as u64),
             // SAFETY: `row < CHUNK` and `first + t * channels < input_width` for every `t` the
             // window reads: staged before the barrier.
-            |t| unsafe { SharedTile::load(block.staged(row, first + t * block.channels)) },
+            |t| unsafe {
+                SharedTile::load_at(block.staged_at(row, first + t as u32 * block.channels))
+            },
         );
-        let slot = block.slot((step * CHUNK + row) as isize);
+        let h = (step * CHUNK) as i32 + row as i32;
         for (k, &sum) in acc.iter().enumerate() {
-            let x = first + k * block.channels;
+            let x = first + k as u32 * block.channels;
             // SAFETY: a ring slot and `x < strip`: inside the reserved words.
-            unsafe { SharedTile::store(block.ring(slot, x), sum) };
+            unsafe { SharedTile::store_at(block.ring_at(h, x), sum) };
         }
-        unit += THREADS;
+        unit += THREADS as u32;
     }
 }
 
@@ -288,33 +346,37 @@ unsafe fn column_pass(
     output: *mut f32,
     p: &Conv2dParams,
 ) {
-    let elements = p.width as usize * block.channels;
-    let mut unit = thread;
-    while unit < CHUNK / OUTPUTS * block.strip {
+    let elements = block.row_elements;
+    let mut unit = thread as u32;
+    while unit < (CHUNK / OUTPUTS) as u32 * block.strip {
         let (x, part) = (unit % block.strip, unit / block.strip);
         // Output row `o` (block-relative) needs row-filtered rows `o .. o + mask_h`.
-        let first_out = (step * CHUNK + part * OUTPUTS) as isize - (block.mask_h as isize - 1);
-        let stored = first_out + OUTPUTS as isize > 0
-            && first_out < block.out_rows as isize
-            && block.e0 + x < elements;
+        let first_out =
+            (step * CHUNK) as i32 + (part * OUTPUTS as u32) as i32 - (block.mask_h as i32 - 1);
+        let stored = first_out + OUTPUTS as i32 > 0
+            && first_out < block.out_rows as i32
+            && block.e0 + (x as usize) < elements;
         if stored {
             let acc = sliding_sums(
-                block.mask_h,
-                |i| ConstantMask.tap((block.mask_w + i) as u64),
+                block.mask_h as usize,
+                |i| ConstantMask.tap(u64::from(block.mask_w) + i as u64),
                 // SAFETY: a ring slot and `x < strip`: row-filtered before the barrier.
-                |t| unsafe { SharedTile::load(block.ring(block.slot(first_out + t as isize), x)) },
+                |t| unsafe { SharedTile::load_at(block.ring_at(first_out + t as i32, x)) },
             );
+            let first_y = block.y0 as isize + first_out as isize;
+            let at = output
+                .wrapping_offset(first_y * p.pitch as isize + (block.e0 + x as usize) as isize);
             for (k, &sum) in acc.iter().enumerate() {
-                let o = first_out + k as isize;
-                if o >= 0 && (o as usize) < block.out_rows {
-                    let y = block.y0 + o as usize;
+                let o = first_out + k as i32;
+                if o >= 0 && (o as u32) < block.out_rows {
                     let value = clamp_keeping_nan(sum, p.clamp_lo, p.clamp_hi);
-                    // SAFETY: `y < height`, `e0 + x < width * channels <= pitch` (caller).
-                    unsafe { *output.add(y * p.pitch as usize + block.e0 + x) = value };
+                    // SAFETY: row `y0 + o < height`, element `e0 + x < width * channels <=
+                    // pitch` (caller).
+                    unsafe { *at.wrapping_add(k * p.pitch as usize) = value };
                 }
             }
         }
-        unit += THREADS;
+        unit += THREADS as u32;
     }
 }
 
