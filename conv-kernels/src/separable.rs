@@ -248,6 +248,7 @@ unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
         pitch: p.pitch as usize,
     };
     let rolled_width = block.input_width.max(1);
+    let (row_unit, column_unit) = (RowUnit::new(block, thread), ColumnUnit::new(block, thread));
     for step in 0..steps {
         // SAFETY: as above; the previous step's row pass ended at the last barrier.
         unsafe { source.stage(block, step, thread, rolled_width) };
@@ -256,39 +257,70 @@ unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
             unsafe { source.prefetch(block, step + 1, thread) };
         }
         sync_threads();
-        row_pass(block, step, thread);
+        if let Some(unit) = row_unit {
+            if block.channels == 1 {
+                unit.filter::<true>(block, step);
+            } else {
+                unit.filter::<false>(block, step);
+            }
+        }
         sync_threads();
-        // SAFETY: forwarded contract of `output`.
-        unsafe { column_pass(block, step, thread, output, p) };
+        if let Some(unit) = column_unit {
+            // SAFETY: forwarded contract of `output`.
+            unsafe { unit.filter(block, step, output, p) };
+        }
     }
 }
 
-/// Filters the step's staged rows along the row into the ring. Unit `u` of `CHUNK * strip / 8`
-/// is staged row `u / (strip / 8)` and 8 same-channel outputs; a warp covers two rows.
-#[inline(always)]
-fn row_pass(block: Block, step: usize, thread: usize) {
-    let per_row = block.strip / OUTPUTS as u32;
-    let mut unit = thread as u32;
-    while unit < CHUNK as u32 * per_row {
+/// A thread's share of the row pass: staged row `row`, 8 same-channel outputs from element
+/// `first` on. Unit `u` of the `CHUNK * strip / 8 <= 256` units is row `u / (strip / 8)`, so
+/// a thread has at most one and a warp covers two rows.
+#[derive(Clone, Copy)]
+struct RowUnit {
+    row: u32,
+    first: u32,
+}
+
+impl RowUnit {
+    #[inline(always)]
+    fn new(block: Block, thread: usize) -> Option<Self> {
+        let per_row = block.strip / OUTPUTS as u32;
+        let unit = thread as u32;
         let (row, group) = (unit / per_row, unit % per_row);
         let (pixels, channel) = (group / block.channels, group % block.channels);
-        let first = pixels * OUTPUTS as u32 * block.channels + channel;
+        (row < CHUNK as u32).then_some(Self {
+            row,
+            first: pixels * OUTPUTS as u32 * block.channels + channel,
+        })
+    }
+
+    /// Filters the unit's outputs of step `step` along the row into the ring; `ONE_CHANNEL`
+    /// when `block.channels == 1`, whose windows start at multiples of 8 elements, so that a
+    /// read's address is the window's plus a compile-time offset.
+    #[inline(always)]
+    fn filter<const ONE_CHANNEL: bool>(self, block: Block, step: usize) {
+        let channels = if ONE_CHANNEL { 1 } else { block.channels };
+        let window = block.staged_at(self.row, self.first);
         let acc = sliding_sums(
-            block.mask_w as usize,
-            |j| ConstantMask.tap(j as u64),
-            // SAFETY: `row < CHUNK` and `first + t * channels < input_width` for every `t` the
-            // window reads: staged before the barrier.
+            block.mask_w,
+            |j| ConstantMask.tap(j.into()),
+            // SAFETY: `row < CHUNK`; elements past the window's last one, read by its last
+            // chunk, lie in the staged rows or the ring after them and feed no sum.
             |t| unsafe {
-                SharedTile::load_at(block.staged_at(row, first + t as u32 * block.channels))
+                SharedTile::load_at(if ONE_CHANNEL {
+                    // `first % 8 == 0`: the swizzle of `first + t` is `first`'s plus `t`'s.
+                    window + 4 * separable_swizzle(t.into()) as u32
+                } else {
+                    block.staged_at(self.row, self.first + t * channels)
+                })
             },
         );
-        let h = (step * CHUNK) as i32 + row as i32;
+        let h = (step * CHUNK) as i32 + self.row as i32;
         for (k, &sum) in acc.iter().enumerate() {
-            let x = first + k as u32 * block.channels;
+            let x = self.first + k as u32 * channels;
             // SAFETY: a ring slot and `x < strip`: inside the reserved words.
             unsafe { SharedTile::store_at(block.ring_at(h, x), sum) };
         }
-        unit += THREADS as u32;
     }
 }
 
@@ -296,30 +328,24 @@ fn row_pass(block: Block, step: usize, thread: usize) {
 /// increasing order: every value is read once and feeds each sum it belongs to. The taps go in
 /// chunks of 8 through a window of 16 values at compile-time register indices (the second half
 /// loaded per chunk, then moved down); the last chunk skips its missing taps rather than
-/// multiplying by zero, which would turn an infinite value past the mask into NaN. Reads past
-/// the window's last value, `value(taps + OUTPUTS - 2)`, read that value instead and feed no sum.
+/// multiplying by zero, which would turn an infinite value past the mask into NaN. The last
+/// chunk reads up to 8 values past the window's last one, `value(taps + OUTPUTS - 2)`; they
+/// feed no sum, so `value` needs only to read them from memory the block owns.
 #[inline(always)]
-fn sliding_sums(
-    taps: usize,
-    tap: impl Fn(usize) -> f32,
-    value: impl Fn(usize) -> f32,
-) -> [f32; OUTPUTS] {
-    let last = taps + OUTPUTS - 2;
-    let load = |t: usize| value(t.min(last));
+fn sliding_sums(taps: u32, tap: impl Fn(u32) -> f32, value: impl Fn(u32) -> f32) -> [f32; OUTPUTS] {
+    const N: u32 = OUTPUTS as u32;
     let mut sums = [0.0f32; OUTPUTS];
-    let mut window = [0.0f32; 2 * OUTPUTS];
-    for (t, slot) in window[..OUTPUTS].iter_mut().enumerate() {
-        *slot = load(t);
-    }
+    let mut window: [f32; 2 * OUTPUTS] =
+        core::array::from_fn(|t| if t < OUTPUTS { value(t as u32) } else { 0.0 });
     let mut chunk = 0;
     while chunk < taps {
         for (c, slot) in window[OUTPUTS..].iter_mut().enumerate() {
-            *slot = load(chunk + OUTPUTS + c);
+            *slot = value(chunk + N + c as u32);
         }
         let left = taps - chunk;
         for jj in 0..OUTPUTS {
-            if left >= OUTPUTS || jj < left {
-                let w = tap(chunk + jj);
+            if left >= N || (jj as u32) < left {
+                let w = tap(chunk + jj as u32);
                 for (k, sum) in sums.iter_mut().enumerate() {
                     *sum = fma(w, window[jj + k], *sum);
                 }
@@ -328,55 +354,61 @@ fn sliding_sums(
         for c in 0..OUTPUTS {
             window[c] = window[OUTPUTS + c];
         }
-        chunk += OUTPUTS;
+        chunk += N;
     }
     sums
 }
 
-/// Filters the ring down the columns and stores the outputs whose rows are complete after this
-/// step. Unit `u` of `2 * strip` is element `u % strip` and 8 consecutive output rows.
-///
-/// # Safety
-/// `output` is a pitched image as `p` describes.
-#[inline(always)]
-unsafe fn column_pass(
-    block: Block,
-    step: usize,
-    thread: usize,
-    output: *mut f32,
-    p: &Conv2dParams,
-) {
-    let elements = block.row_elements;
-    let mut unit = thread as u32;
-    while unit < (CHUNK / OUTPUTS) as u32 * block.strip {
+/// A thread's share of the column pass: element `x` of the strip and 8 consecutive output rows,
+/// the `part`-th 8 of a step. Unit `u` of the `2 * strip <= 256` units is element `u % strip`,
+/// so a thread has at most one; none if its element lies past the image.
+#[derive(Clone, Copy)]
+struct ColumnUnit {
+    x: u32,
+    part: u32,
+}
+
+impl ColumnUnit {
+    #[inline(always)]
+    fn new(block: Block, thread: usize) -> Option<Self> {
+        let unit = thread as u32;
         let (x, part) = (unit % block.strip, unit / block.strip);
+        (part < (CHUNK / OUTPUTS) as u32 && block.e0 + (x as usize) < block.row_elements)
+            .then_some(Self { x, part })
+    }
+
+    /// Filters the ring down the unit's column and stores the outputs whose rows are complete
+    /// after step `step`.
+    ///
+    /// # Safety
+    /// `output` is a pitched image as `p` describes.
+    #[inline(always)]
+    unsafe fn filter(self, block: Block, step: usize, output: *mut f32, p: &Conv2dParams) {
         // Output row `o` (block-relative) needs row-filtered rows `o .. o + mask_h`.
         let first_out =
-            (step * CHUNK) as i32 + (part * OUTPUTS as u32) as i32 - (block.mask_h as i32 - 1);
-        let stored = first_out + OUTPUTS as i32 > 0
-            && first_out < block.out_rows as i32
-            && block.e0 + (x as usize) < elements;
-        if stored {
-            let acc = sliding_sums(
-                block.mask_h as usize,
-                |i| ConstantMask.tap(u64::from(block.mask_w) + i as u64),
-                // SAFETY: a ring slot and `x < strip`: row-filtered before the barrier.
-                |t| unsafe { SharedTile::load_at(block.ring_at(first_out + t as i32, x)) },
-            );
-            let first_y = block.y0 as isize + first_out as isize;
-            let at = output
-                .wrapping_offset(first_y * p.pitch as isize + (block.e0 + x as usize) as isize);
-            for (k, &sum) in acc.iter().enumerate() {
-                let o = first_out + k as i32;
-                if o >= 0 && (o as u32) < block.out_rows {
-                    let value = clamp_keeping_nan(sum, p.clamp_lo, p.clamp_hi);
-                    // SAFETY: row `y0 + o < height`, element `e0 + x < width * channels <=
-                    // pitch` (caller).
-                    unsafe { *at.wrapping_add(k * p.pitch as usize) = value };
-                }
+            (step * CHUNK) as i32 + (self.part * OUTPUTS as u32) as i32 - (block.mask_h as i32 - 1);
+        if first_out + OUTPUTS as i32 <= 0 || first_out >= block.out_rows as i32 {
+            return;
+        }
+        let acc = sliding_sums(
+            block.mask_h,
+            |i| ConstantMask.tap(u64::from(block.mask_w + i)),
+            // SAFETY: a ring slot and `x < strip`: row-filtered before the barrier (rows past
+            // the window's, read by its last chunk, are other ring rows and feed no sum).
+            |t| unsafe { SharedTile::load_at(block.ring_at(first_out + t as i32, self.x)) },
+        );
+        let (lo, hi) = (p.clamp_lo, p.clamp_hi);
+        let first_y = block.y0 as isize + first_out as isize;
+        let at = output
+            .wrapping_offset(first_y * p.pitch as isize + (block.e0 + self.x as usize) as isize);
+        for (k, &sum) in acc.iter().enumerate() {
+            let o = first_out + k as i32;
+            if o >= 0 && (o as u32) < block.out_rows {
+                // SAFETY: row `y0 + o < height`, element `e0 + x < width * channels <= pitch`
+                // (caller).
+                unsafe { *at.wrapping_add(k * p.pitch as usize) = clamp_keeping_nan(sum, lo, hi) };
             }
         }
-        unit += THREADS as u32;
     }
 }
 
