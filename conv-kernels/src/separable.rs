@@ -25,9 +25,10 @@ use crate::abi::{
 };
 use crate::boundary::Plane;
 use crate::gpu::{
-    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, clamp_keeping_nan, fma, prefetch_l2,
-    sync_threads, thread_idx_x,
+    ConstantMask, Mask, SharedTile, block_idx_x, block_idx_y, fma, prefetch_l2, sync_threads,
+    thread_idx_x,
 };
+use crate::wide::with_finish;
 
 const THREADS: usize = SEPARABLE_THREADS as usize;
 const CHUNK: usize = SEPARABLE_CHUNK_ROWS as usize;
@@ -397,18 +398,31 @@ impl ColumnUnit {
             // the window's, read by its last chunk, are other ring rows and feed no sum).
             |t| unsafe { SharedTile::load_at(block.ring_at(first_out + t as i32, self.x)) },
         );
-        let (lo, hi) = (p.clamp_lo, p.clamp_hi);
         let first_y = block.y0 as isize + first_out as isize;
         let at = output
             .wrapping_offset(first_y * p.pitch as isize + (block.e0 + self.x as usize) as isize);
-        for (k, &sum) in acc.iter().enumerate() {
-            let o = first_out + k as i32;
-            if o >= 0 && (o as u32) < block.out_rows {
-                // SAFETY: row `y0 + o < height`, element `e0 + x < width * channels <= pitch`
-                // (caller).
-                unsafe { *at.wrapping_add(k * p.pitch as usize) = clamp_keeping_nan(sum, lo, hi) };
+        let pitch = p.pitch as usize;
+        with_finish(p, |finish| {
+            if first_out >= 0 && first_out as u32 + OUTPUTS as u32 <= block.out_rows {
+                // The common case, all 8 rows inside the block: no check per row.
+                let mut row = at;
+                for &sum in &acc {
+                    // SAFETY: rows `y0 + first_out .. + 8 <= y0 + out_rows <= height`, element
+                    // `e0 + x < width * channels <= pitch` (caller).
+                    unsafe { *row = finish(sum, p) };
+                    row = row.wrapping_add(pitch);
+                }
+                return;
             }
-        }
+            for (k, &sum) in acc.iter().enumerate() {
+                let o = first_out + k as i32;
+                if o >= 0 && (o as u32) < block.out_rows {
+                    // SAFETY: row `y0 + o < height`, element `e0 + x < width * channels <=
+                    // pitch` (caller).
+                    unsafe { *at.wrapping_add(k * pitch) = finish(sum, p) };
+                }
+            }
+        });
     }
 }
 
