@@ -595,6 +595,7 @@ fn separable_kernels_match_the_reference() {
         (29, 29),
         (31, 31),
         (4, 6),
+        (5, 11),
         (9, 11),
         (45, 31),
         (9, 2),
@@ -623,7 +624,7 @@ fn separable_kernels_match_the_reference() {
                 && standard_channels;
             // The general separable kernel against the register-tiled one: see
             // `general_separable_wins`.
-            let large = shape.0 * shape.1 > 2 * (shape.0 + shape.1) + 70;
+            let large = shape.0 * shape.1 > 2 * (shape.0 + shape.1) + 47;
             let factored = shape.0 > 1 && shape.1 > 1 && (wide_separable || large || !register);
             assert_eq!(
                 plan.kernel == Kernel::Separable,

@@ -338,14 +338,15 @@ fn sliding_sums(taps: u32, tap: impl Fn(u32) -> f32, value: impl Fn(u32) -> f32)
     let mut sums = [0.0f32; OUTPUTS];
     let mut window: [f32; 2 * OUTPUTS] =
         core::array::from_fn(|t| if t < OUTPUTS { value(t as u32) } else { 0.0 });
+    // Whole chunks first, with no test per tap, then the last, partial one.
     let mut chunk = 0;
-    while chunk < taps {
+    let mut apply = |chunk: u32, whole: bool| {
         for (c, slot) in window[OUTPUTS..].iter_mut().enumerate() {
             *slot = value(chunk + N + c as u32);
         }
         let left = taps - chunk;
         for jj in 0..OUTPUTS {
-            if left >= N || (jj as u32) < left {
+            if whole || (jj as u32) < left {
                 let w = tap(chunk + jj as u32);
                 for (k, sum) in sums.iter_mut().enumerate() {
                     *sum = fma(w, window[jj + k], *sum);
@@ -355,7 +356,13 @@ fn sliding_sums(taps: u32, tap: impl Fn(u32) -> f32, value: impl Fn(u32) -> f32)
         for c in 0..OUTPUTS {
             window[c] = window[OUTPUTS + c];
         }
+    };
+    while chunk + N <= taps {
+        apply(chunk, true);
         chunk += N;
+    }
+    if chunk < taps {
+        apply(chunk, false);
     }
     sums
 }
