@@ -143,8 +143,12 @@ pub const fn separable_swizzle(x: u64) -> u64 {
 pub struct SeparableLayout {
     /// Words per staged input row (the staged rows come first).
     pub row_words: u64,
-    /// Rows of the ring of row-filtered rows (a power of two), which follows the staged rows.
+    /// Rows of the ring of row-filtered rows (a power of two).
     pub ring_rows: u64,
+    /// First word of the ring: after the staged rows and `9 channels + 4` words that a row
+    /// pass's last window chunk may read past the last staged row (up to 8 values, which feed
+    /// no sum), so that those reads never meet the ring's rows being written.
+    pub ring_offset: u64,
     /// Total words.
     pub words: u64,
 }
@@ -158,10 +162,12 @@ impl SeparableLayout {
         let row_words = separable_swizzle(input) + (48 - separable_swizzle(input) % 32) % 32;
         let chunk = SEPARABLE_CHUNK_ROWS as u64;
         let ring_rows = (chunk + mask_h - 1).next_power_of_two();
+        let ring_offset = chunk * row_words + (9 * channels + 4).next_multiple_of(4);
         Self {
             row_words,
             ring_rows,
-            words: chunk * row_words + ring_rows * strip,
+            ring_offset,
+            words: ring_offset + ring_rows * strip,
         }
     }
 }

@@ -48,8 +48,9 @@ struct Block {
     input_width: u32,
     /// Shared-memory words per staged input row.
     row_words: u32,
-    /// Rows of the ring (a power of two).
+    /// Rows of the ring (a power of two) and its first word.
     ring_rows: u32,
+    ring_offset: u32,
     /// Shared-window address of the block's shared memory.
     shared: u32,
     /// First element of the strip and first output row.
@@ -81,7 +82,7 @@ impl Block {
     #[inline(always)]
     fn ring_at(self, h: i32, x: u32) -> u32 {
         let slot = h as u32 & (self.ring_rows - 1);
-        self.shared + 4 * (CHUNK as u32 * self.row_words + slot * self.strip + x)
+        self.shared + 4 * (self.ring_offset + slot * self.strip + x)
     }
 
     /// Whether step `step`'s staged region lies inside the image.
@@ -230,6 +231,7 @@ unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
         input_width,
         row_words: layout.row_words as u32,
         ring_rows: layout.ring_rows as u32,
+        ring_offset: layout.ring_offset as u32,
         shared: SharedTile::address32(0),
         e0,
         y0,
@@ -306,7 +308,8 @@ impl RowUnit {
             block.mask_w,
             |j| ConstantMask.tap(j.into()),
             // SAFETY: `row < CHUNK`; elements past the window's last one, read by its last
-            // chunk, lie in the staged rows or the ring after them and feed no sum.
+            // chunk, lie in the next staged row or the words reserved after the last one
+            // (`SeparableLayout::ring_offset`), and feed no sum.
             |t| unsafe {
                 SharedTile::load_at(if ONE_CHANNEL {
                     // `first % 8 == 0`: the swizzle of `first + t` is `first`'s plus `t`'s.
