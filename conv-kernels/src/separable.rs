@@ -77,11 +77,18 @@ impl Block {
         self.shared + 4 * (row * self.row_words + separable_swizzle(x.into()) as u32)
     }
 
-    /// Shared-window address of element `x` of the ring's row-filtered row `h` (rows count from
-    /// the block's first staged row; earlier, negative rows wrap to slots not yet stored).
+    /// Ring slot of row-filtered row `h` (rows count from the block's first staged row; earlier,
+    /// negative rows wrap to slots not yet stored): `(h + mask_h - 1) mod ring_rows`, so that a
+    /// column pass, whose first row is `16 step + 8 part - (mask_h - 1)`, starts at a slot that
+    /// is a multiple of 8 and reads its rows in groups of 8 that never straddle the ring's end.
     #[inline(always)]
-    fn ring_at(self, h: i32, x: u32) -> u32 {
-        let slot = h as u32 & (self.ring_rows - 1);
+    fn slot(self, h: i32) -> u32 {
+        (h + self.mask_h as i32 - 1) as u32 & (self.ring_rows - 1)
+    }
+
+    /// Shared-window address of element `x` of the ring's slot `slot`.
+    #[inline(always)]
+    fn ring_at(self, slot: u32, x: u32) -> u32 {
         self.shared + 4 * (self.ring_offset + slot * self.strip + x)
     }
 
@@ -270,7 +277,13 @@ unsafe fn separable(input: *const f32, output: *mut f32, p: &Conv2dParams) {
         sync_threads();
         if let Some(unit) = column_unit {
             // SAFETY: forwarded contract of `output`.
-            unsafe { unit.filter(block, step, output, p) };
+            unsafe {
+                if block.strip == 128 {
+                    unit.filter::<true>(block, step, output, p)
+                } else {
+                    unit.filter::<false>(block, step, output, p)
+                }
+            };
         }
     }
 }
@@ -323,7 +336,7 @@ impl RowUnit {
         for (k, &sum) in acc.iter().enumerate() {
             let x = self.first + k as u32 * channels;
             // SAFETY: a ring slot and `x < strip`: inside the reserved words.
-            unsafe { SharedTile::store_at(block.ring_at(h, x), sum) };
+            unsafe { SharedTile::store_at(block.ring_at(block.slot(h), x), sum) };
         }
     }
 }
@@ -389,24 +402,40 @@ impl ColumnUnit {
     }
 
     /// Filters the ring down the unit's column and stores the outputs whose rows are complete
-    /// after step `step`.
+    /// after step `step`; `STRIP_128` when `block.strip == 128` (1, 2, 4, 8 or 16 channels),
+    /// whose ring rows lie a compile-time distance apart.
     ///
     /// # Safety
     /// `output` is a pitched image as `p` describes.
     #[inline(always)]
-    unsafe fn filter(self, block: Block, step: usize, output: *mut f32, p: &Conv2dParams) {
+    unsafe fn filter<const STRIP_128: bool>(
+        self,
+        block: Block,
+        step: usize,
+        output: *mut f32,
+        p: &Conv2dParams,
+    ) {
         // Output row `o` (block-relative) needs row-filtered rows `o .. o + mask_h`.
         let first_out =
             (step * CHUNK) as i32 + (self.part * OUTPUTS as u32) as i32 - (block.mask_h as i32 - 1);
         if first_out + OUTPUTS as i32 <= 0 || first_out >= block.out_rows as i32 {
             return;
         }
+        // The window's rows come in groups of 8 (its first 8, then each chunk's), each starting
+        // at a multiple of 8 slots (`Block::slot`): one slot computation per group, then rows a
+        // constant `row_bytes` apart.
+        let first_slot = block.slot(first_out);
+        let row_bytes = if STRIP_128 { 4 * 128 } else { 4 * block.strip };
+        let column = block.ring_at(0, self.x);
         let acc = sliding_sums(
             block.mask_h,
             |i| ConstantMask.tap(u64::from(block.mask_w + i)),
             // SAFETY: a ring slot and `x < strip`: row-filtered before the barrier (rows past
             // the window's, read by its last chunk, are other ring rows and feed no sum).
-            |t| unsafe { SharedTile::load_at(block.ring_at(first_out + t as i32, self.x)) },
+            |t| unsafe {
+                let group = (first_slot + (t & !7)) & (block.ring_rows - 1);
+                SharedTile::load_at(column + group * row_bytes + (t & 7) * row_bytes)
+            },
         );
         let first_y = block.y0 as isize + first_out as isize;
         let at = output
