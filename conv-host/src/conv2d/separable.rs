@@ -280,6 +280,44 @@ mod tests {
         }
     }
 
+    /// The general kernel's row pass reads its window through `sliding_sums`: the first 8
+    /// values, then 8 more per chunk of 8 taps, so up to `8 ((taps - 1) / 8) + 15` values from
+    /// its first, `channels` elements apart, some past the staged width. From the last staged
+    /// row those reads must stay short of the ring, which other threads are writing.
+    #[test]
+    fn general_row_pass_reads_stop_short_of_the_ring() {
+        use crate::abi::{SEPARABLE_CHUNK_ROWS, SEPARABLE_OUTPUTS, separable_swizzle};
+        let mut tight = 0;
+        for channels in 1..=17u64 {
+            let strip = separable_strip(channels);
+            for mask_w in [1, 2, 3, 5, 7, 8, 9, 15, 16, 17, 31, 33, 61, 64, 100] {
+                let layout = SeparableLayout::new(9, mask_w, channels);
+                let last_read = 8 * ((mask_w - 1) / 8) + 15;
+                let last_row = u64::from(SEPARABLE_CHUNK_ROWS) - 1;
+                for group in 0..strip / u64::from(SEPARABLE_OUTPUTS) {
+                    let (pixels, channel) = (group / channels, group % channels);
+                    let first = pixels * u64::from(SEPARABLE_OUTPUTS) * channels + channel;
+                    let word = last_row * layout.row_words
+                        + separable_swizzle(first + last_read * channels);
+                    assert!(
+                        word < layout.ring_offset,
+                        "{channels} channels, {mask_w} wide: word {word}, ring at {}",
+                        layout.ring_offset
+                    );
+                    // Reads that leave the staged rows (the reserved words are needed).
+                    if word >= u64::from(SEPARABLE_CHUNK_ROWS) * layout.row_words {
+                        tight += 1;
+                    }
+                }
+                assert!(layout.words >= layout.ring_offset + layout.ring_rows * strip);
+            }
+        }
+        assert!(
+            tight > 0,
+            "no case reads past the staged rows: the test checks nothing"
+        );
+    }
+
     #[test]
     fn every_channel_count_and_odd_shape_has_an_entry_point() {
         assert_eq!(entry_point((31, 31), 1), "conv2d_separable_wide_m31_c1");
