@@ -181,7 +181,7 @@ fn blur_on_gpu(
     options: &Conv2dOptions,
 ) -> Result<Array3<f32>, ConvError> {
     let mask = gaussian2d(args.sigma, args.truncate)?;
-    let plan = engine.plan2d(&mask, pixels.dim().2, options)?;
+    let plan = engine.plan2d(&mask, pixels.dim(), options)?;
     engine.correlate2d(pixels, &mask, options)?; // warm-up
     let blurred = engine.correlate2d(pixels, &mask, options)?;
     let kernel_ms = engine.last_kernel_time_ms().unwrap_or(f32::NAN);

@@ -145,7 +145,7 @@ fn masks_beyond_constant_memory_use_global_memory_kernels() {
     let (mut rng, _) = rng("long masks");
     for mask_len in [MASK_CAPACITY, MASK_CAPACITY + 1, 5000] {
         let plan = engine()
-            .plan1d(mask_len, &Conv1dOptions::default())
+            .plan1d(7919, mask_len, &Conv1dOptions::default())
             .unwrap();
         assert_eq!(plan.mask_in_constant_memory, mask_len <= MASK_CAPACITY);
         let x = random_vec(&mut rng, 7919);
@@ -338,13 +338,74 @@ fn lengths_past_two_to_the_31_index_correctly() {
     }
 }
 
+/// Masks without a register-tiled kernel, and signals too short for it: `Auto` runs the tiled
+/// kernel from 10 taps on (its global-mask form beyond constant memory), the constant-mask
+/// kernel below, and the basic one where the tiled kernel's span would not fit in shared
+/// memory; each result matches the reference in every mode.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn auto_without_a_register_kernel_matches_the_reference() {
+    let (mut rng, seed) = rng("1d auto");
+    let shared_limit = engine().device().max_shared_memory_per_block as usize / 4;
+    let cases = [
+        (2, Kernel::ConstantMask),
+        (8, Kernel::ConstantMask),
+        (10, Kernel::Tiled),
+        (11, Kernel::Tiled),
+        (21, Kernel::Tiled),
+        (63, Kernel::Tiled),
+        (MASK_CAPACITY + 1, Kernel::Tiled),
+        (shared_limit, Kernel::Basic),
+    ];
+    // Signals too short to give the register-tiled kernel a block per two SMs run on the seed
+    // Auto would take without it.
+    let sms = engine().device().multiprocessor_count as usize;
+    for (taps, seed_kernel) in [(3, Kernel::ConstantMask), (31, Kernel::Tiled)] {
+        let long = engine()
+            .plan1d(1 << 24, taps, &Conv1dOptions::default())
+            .unwrap();
+        assert_eq!(long.kernel, Kernel::RegisterTiled, "{taps} taps, 2^24");
+        let len = (sms / 2).saturating_sub(1).max(1) * long.output_tile.0 as usize;
+        let short = engine()
+            .plan1d(len, taps, &Conv1dOptions::default())
+            .unwrap();
+        assert_eq!(short.kernel, seed_kernel, "{taps} taps, {len} elements");
+    }
+    for (taps, kernel) in cases {
+        let plan = engine()
+            .plan1d(100_003, taps, &Conv1dOptions::default())
+            .unwrap();
+        assert_eq!(plan.kernel, kernel, "Auto for {taps} taps");
+        let w = Array1::from(random_vec(&mut rng, taps));
+        // Long signals for the short masks only: the reference's time grows with both.
+        let long = if taps <= 63 { 100_003 } else { 5_000 };
+        for len in [1, 700, long] {
+            let x = Array1::from(random_vec(&mut rng, len));
+            for mode in all_modes() {
+                let convolve = rng.random_bool(0.5);
+                let options = Conv1dOptions {
+                    mode,
+                    origin: random_origin(&mut rng, taps, convolve),
+                    ..Default::default()
+                };
+                let what = format!("Auto, {taps} taps, len {len}, {options:?}, seed {seed}");
+                let got = gpu1d(x.view(), w.view(), &options, convolve)
+                    .unwrap_or_else(|e| panic!("{what}: {e}"));
+                expected1d(x.view(), w.view(), &options, convolve).check(got.view(), &what);
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn register_tiled_kernels_match_the_reference() {
     let (mut rng, seed) = rng("1d register-tiled");
     let mut runs = 0;
     for m in [3, 5, 7, 9, 15, 31] {
-        let plan = engine().plan1d(m, &Conv1dOptions::default()).unwrap();
+        let plan = engine()
+            .plan1d(1 << 20, m, &Conv1dOptions::default())
+            .unwrap();
         assert_eq!(
             plan.kernel,
             Kernel::RegisterTiled,

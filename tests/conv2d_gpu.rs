@@ -236,7 +236,7 @@ fn masks_beyond_constant_memory_use_global_memory_kernels() {
     assert!(shape.0 * shape.1 > MASK_CAPACITY);
     let mask = random_mask(&mut rng, shape);
     let plan = engine()
-        .plan2d(&mask, 1, &Conv2dOptions::default())
+        .plan2d(&mask, (37, 53, 3), &Conv2dOptions::default())
         .unwrap();
     assert!(!plan.mask_in_constant_memory);
     for mode in [BoundaryMode::Constant(0.25), BoundaryMode::Mirror] {
@@ -406,14 +406,14 @@ fn register_tiled_kernels_match_the_reference() {
             let plan = engine()
                 .plan2d(
                     &random_mask(&mut rng, (rows, cols)),
-                    channels,
+                    (4096, 4096, channels),
                     &Conv2dOptions::default(),
                 )
                 .unwrap();
             assert_eq!(
                 plan.kernel,
                 Kernel::RegisterTiled,
-                "Auto's design for a general {rows}x{cols} mask"
+                "Auto's design for a general {rows}x{cols} mask on a 4096^2 image"
             );
             // Tall and wide images give blocks and steps inside the image next to those at the
             // borders; widths around multiples of 128 and 256 elements move the border across
@@ -484,10 +484,10 @@ fn register_tiled_kernels_match_the_reference() {
     for shape in [(16, 16), (31, 30), (9, 33), (140, 31)] {
         let mask = random_mask(&mut rng, shape);
         assert!(matches!(
-            engine().plan2d(&mask, 1, &odd),
+            engine().plan2d(&mask, (64, 64, 1), &odd),
             Err(ConvError::InvalidLaunch { .. })
         ));
-        let auto = engine().plan2d(&mask, 1, &Conv2dOptions::default());
+        let auto = engine().plan2d(&mask, (64, 64, 1), &Conv2dOptions::default());
         assert_eq!(
             auto.unwrap().kernel,
             Kernel::Tiled,
@@ -505,7 +505,11 @@ fn register_tiled_kernels_match_the_reference() {
     ));
     assert_ne!(
         engine()
-            .plan2d(&random_mask(&mut rng, (4, 6)), 1, &Conv2dOptions::default())
+            .plan2d(
+                &random_mask(&mut rng, (4, 6)),
+                (64, 64, 1),
+                &Conv2dOptions::default(),
+            )
             .unwrap()
             .kernel,
         Kernel::RegisterTiled
@@ -523,6 +527,58 @@ fn register_tiled_kernels_match_the_reference() {
 }
 
 /// A random rank-1 mask, `column[i] * row[j]`, rounded to `f32` as users build them.
+/// Small images leave the wide register-tiled kernel too few blocks: `Auto` runs them on the
+/// tiled kernel (whose default block keeps a whole tile of outputs for every halo) and the same
+/// masks on large images on the wide kernel. The results match the reference in every mode.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
+    let (mut rng, seed) = rng("small images");
+    let sms = engine().device().multiprocessor_count as usize;
+    for (rows, cols) in [(15, 15), (31, 31), (5, 11), (21, 9)] {
+        for channels in [1, 3, 4] {
+            let mask = random_mask(&mut rng, (rows, cols));
+            let large = engine()
+                .plan2d(&mask, (4096, 4096, channels), &Conv2dOptions::default())
+                .unwrap();
+            assert_eq!(
+                large.kernel,
+                Kernel::RegisterTiled,
+                "{rows}x{cols}x{channels}"
+            );
+            // At most one block per five SMs: a strip of the wide kernel's output tile across
+            // and as many tile rows as that leaves.
+            let (tile_w, tile_h) = (large.output_tile.0 as usize, large.output_tile.1 as usize);
+            let strips = (64 * channels).div_ceil(tile_w);
+            let height = (sms / 5 / strips).max(1) * tile_h - 3;
+            let small = engine()
+                .plan2d(&mask, (height, 64, channels), &Conv2dOptions::default())
+                .unwrap();
+            assert_eq!(
+                small.kernel,
+                Kernel::Tiled,
+                "{rows}x{cols}x{channels} on {height}x64"
+            );
+            let image = random_array3(&mut rng, (height, 64, channels));
+            for mode in all_modes() {
+                let convolve = rng.random_bool(0.5);
+                let options = Conv2dOptions {
+                    mode,
+                    origin: [
+                        random_origin(&mut rng, rows, convolve),
+                        random_origin(&mut rng, cols, convolve),
+                    ],
+                    ..Default::default()
+                };
+                let what = format!(
+                    "Auto, {rows}x{cols} mask, {height}x64x{channels}, {options:?}, seed {seed}"
+                );
+                check_gpu2d(image.view(), mask.view(), &options, convolve, &what);
+            }
+        }
+    }
+}
+
 fn random_separable_mask(rng: &mut StdRng, (rows, cols): (usize, usize)) -> Array2<f32> {
     let column: Vec<f32> = (0..rows).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     let row: Vec<f32> = (0..cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
@@ -608,7 +664,7 @@ fn separable_kernels_match_the_reference() {
         for channels in [1, 2, 3, 4, 5] {
             let mask = random_separable_mask(&mut rng, shape);
             let plan = engine()
-                .plan2d(&mask, channels, &Conv2dOptions::default())
+                .plan2d(&mask, (4096, 4096, channels), &Conv2dOptions::default())
                 .unwrap();
             // Auto factors 2D masks with a wide separable kernel (square, odd, 3 to 31 taps:
             // SEPARABLE_MASKS; 1, 3 or 4 channels), large ones, and those no register-tiled
@@ -624,7 +680,7 @@ fn separable_kernels_match_the_reference() {
                 && standard_channels;
             // The general separable kernel against the register-tiled one: see
             // `general_separable_wins`.
-            let large = shape.0 * shape.1 > 2 * (shape.0 + shape.1) + 47;
+            let large = shape.0 * shape.1 > 50;
             let factored = shape.0 > 1 && shape.1 > 1 && (wide_separable || large || !register);
             assert_eq!(
                 plan.kernel == Kernel::Separable,
@@ -693,7 +749,7 @@ fn separable_kernels_match_the_reference() {
     let mut nearly = random_separable_mask(&mut rng, (5, 5));
     nearly[[2, 3]] += 1e-3;
     let auto = engine()
-        .plan2d(&nearly, 1, &Conv2dOptions::default())
+        .plan2d(&nearly, (64, 64, 1), &Conv2dOptions::default())
         .unwrap();
     assert_ne!(auto.kernel, Kernel::Separable);
     let named = Conv2dOptions {

@@ -108,6 +108,17 @@ impl Kernel {
         Kernel::TiledL2,
     ];
 
+    /// Every design a caller can name, `Auto` first.
+    pub const EVERY: [Kernel; 7] = [
+        Kernel::Auto,
+        Kernel::Basic,
+        Kernel::ConstantMask,
+        Kernel::Tiled,
+        Kernel::TiledL2,
+        Kernel::RegisterTiled,
+        Kernel::Separable,
+    ];
+
     /// The name [`FromStr`] accepts.
     pub fn name(self) -> &'static str {
         match self {
@@ -132,16 +143,8 @@ impl fmt::Display for Kernel {
 impl FromStr for Kernel {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        [
-            Kernel::Auto,
-            Kernel::Basic,
-            Kernel::ConstantMask,
-            Kernel::Tiled,
-            Kernel::TiledL2,
-            Kernel::RegisterTiled,
-            Kernel::Separable,
-        ]
-        .into_iter()
+        Kernel::EVERY
+            .into_iter()
         .find(|k| k.name() == s.to_ascii_lowercase())
         .ok_or_else(|| {
             format!(

@@ -4,6 +4,7 @@
 //! cargo run --release --example bench                    # full run, results in bench-results/
 //! cargo run --release --example bench -- --quick         # a short run
 //! cargo run --release --example bench -- --targets       # issue 7's cases, fast designs only
+//! cargo run --release --example bench -- --auto          # Auto against every design, small to large
 //! cargo run --release --example bench -- --plot-only bench-results/bench.csv
 //! ```
 //!
@@ -14,6 +15,7 @@
 //! device-to-device copy bandwidth (bytes read + written) gives the memory roofline, and
 //! `2 x SMs x FP32 lanes per SM x clock` the FMA peak. Case names are stable across runs.
 
+mod auto;
 mod plot;
 
 use conv_host::{Conv1dOptions, Conv2dOptions, Engine, Kernel, LaunchPlan, reference};
@@ -30,6 +32,9 @@ const SAMPLES: usize = 2000;
 /// Cases whose CPU reference would take longer than this many multiply-adds are not timed on
 /// the CPU.
 const CPU_BUDGET: f64 = 3e8;
+/// `--auto` lists the cases where `Auto` is more than this fraction slower than the fastest
+/// design (the run-to-run spread of one kernel is a few percent).
+const AUTO_TOLERANCE: f64 = 0.05;
 
 /// One measured case: a CSV row.
 #[derive(Clone, Debug)]
@@ -102,6 +107,8 @@ enum Scope {
 
 struct Plan {
     scope: Scope,
+    /// `Auto` against every design instead of `scope`'s cases (`--auto`).
+    auto: bool,
     out_dir: PathBuf,
 }
 
@@ -260,46 +267,78 @@ impl Bench<'_> {
                     kernel: Kernel::RegisterTiled,
                     ..Default::default()
                 };
-                for (kernel, tile) in variants(tiles, self.engine.plan1d(taps, &register).is_ok()) {
-                    let options = Conv1dOptions {
+                for (kernel, tile) in
+                    variants(tiles, self.engine.plan1d(n, taps, &register).is_ok())
+                {
+                    let case = Case1d {
+                        input: &input,
+                        mask: &mask,
+                        log2,
                         kernel,
                         tile,
-                        ..Default::default()
-                    };
-                    let launch = self
-                        .engine
-                        .plan1d(taps, &options)
-                        .map_err(|e| e.to_string())?;
-                    let (output, kernel_ms, end_to_end_ms) = measure(
-                        |runs| self.engine.time_correlate1d(&input, &mask, &options, runs),
-                        || self.engine.correlate1d(&input, &mask, &options).map(drop),
-                    )?;
-                    let tile = launch.block.0;
-                    let measured = Measured {
-                        name: format!("1d/{kernel}/n2^{log2}/m{taps}/t{tile}"),
-                        dims: 1,
-                        elements: n,
-                        taps,
-                        mask: taps.to_string(),
-                        tile: tile.to_string(),
-                        kernel_ms,
-                        end_to_end_ms,
                         cpu_ms,
-                        reduction: predicted_reduction(&launch, (1, taps), 1),
-                        max_error: check_1d(
-                            input.view(),
-                            mask.view(),
-                            output.view(),
-                            &mut self.rng,
-                        ),
-                        launch,
                     };
-                    self.rows.push(measured.into_row(&self.ceilings));
+                    self.rows
+                        .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
                 }
             }
             eprintln!("1d n = 2^{log2} done");
         }
         Ok(())
+    }
+}
+
+/// One 1D case to measure: a signal of `2^log2` elements.
+struct Case1d<'a> {
+    input: &'a Array1<f32>,
+    mask: &'a Array1<f32>,
+    log2: u32,
+    kernel: Kernel,
+    tile: Option<u32>,
+    cpu_ms: Option<f64>,
+}
+
+impl Case1d<'_> {
+    fn options(&self) -> Conv1dOptions {
+        Conv1dOptions {
+            kernel: self.kernel,
+            tile: self.tile,
+            ..Default::default()
+        }
+    }
+
+    fn measure(
+        &self,
+        engine: &Engine,
+        ceilings: &Ceilings,
+        rng: &mut StdRng,
+    ) -> Result<Row, String> {
+        let options = self.options();
+        let (input, mask) = (self.input, self.mask);
+        let (n, taps) = (input.len(), mask.len());
+        let launch = engine
+            .plan1d(n, taps, &options)
+            .map_err(|e| e.to_string())?;
+        let (output, kernel_ms, end_to_end_ms) = measure(
+            |runs| engine.time_correlate1d(input, mask, &options, runs),
+            || engine.correlate1d(input, mask, &options).map(drop),
+        )?;
+        let tile = launch.block.0;
+        let measured = Measured {
+            name: format!("1d/{}/n2^{}/m{taps}/t{tile}", self.kernel, self.log2),
+            dims: 1,
+            elements: n,
+            taps,
+            mask: taps.to_string(),
+            tile: tile.to_string(),
+            kernel_ms,
+            end_to_end_ms,
+            cpu_ms: self.cpu_ms,
+            reduction: predicted_reduction(&launch, (1, taps), 1),
+            max_error: check_1d(input.view(), mask.view(), output.view(), rng),
+            launch,
+        };
+        Ok(measured.into_row(ceilings))
     }
 }
 
@@ -422,7 +461,7 @@ impl Bench<'_> {
                     kernel: Kernel::RegisterTiled,
                     ..Default::default()
                 };
-                let register_applies = self.engine.plan2d(&mask, channels, &register).is_ok();
+                let register_applies = self.engine.plan2d(&mask, image.dim(), &register).is_ok();
                 for (kernel, tile) in variants(tiles, register_applies) {
                     let case = Case2d {
                         image: &image,
@@ -485,20 +524,24 @@ struct Case2d<'a> {
 }
 
 impl Case2d<'_> {
+    fn options(&self) -> Conv2dOptions {
+        Conv2dOptions {
+            kernel: self.kernel,
+            tile: self.tile,
+            ..Default::default()
+        }
+    }
+
     fn measure(
         &self,
         engine: &Engine,
         ceilings: &Ceilings,
         rng: &mut StdRng,
     ) -> Result<Row, String> {
-        let options = Conv2dOptions {
-            kernel: self.kernel,
-            tile: self.tile,
-            ..Default::default()
-        };
+        let options = self.options();
         let (image, mask) = (self.image, self.mask);
         let launch = engine
-            .plan2d(mask, image.dim().2, &options)
+            .plan2d(mask, image.dim(), &options)
             .map_err(|e| e.to_string())?;
         let (output, kernel_ms, end_to_end_ms) = measure(
             |runs| engine.time_correlate2d(image, mask, &options, runs),
@@ -675,6 +718,7 @@ fn run() -> Result<(), String> {
     let mut args = std::env::args().skip(1);
     let mut plan = Plan {
         scope: Scope::Full,
+        auto: false,
         out_dir: PathBuf::from("bench-results"),
     };
     let mut only: Option<String> = None;
@@ -682,6 +726,7 @@ fn run() -> Result<(), String> {
         match arg.as_str() {
             "--quick" => plan.scope = Scope::Quick,
             "--targets" => plan.scope = Scope::Targets,
+            "--auto" => plan.auto = true,
             "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
             "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
             "--plot-only" => {
@@ -691,8 +736,8 @@ fn run() -> Result<(), String> {
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (--quick, --targets, --out DIR, --only 1d|2d, \
-                     --plot-only CSV)"
+                    "unknown argument `{other}` (--quick, --targets, --auto, --out DIR, --only \
+                     1d|2d, --plot-only CSV)"
                 ));
             }
         }
@@ -710,11 +755,20 @@ fn run() -> Result<(), String> {
         rows: Vec::new(),
     };
     let started = Instant::now();
+    let auto = bench.plan.auto;
     if only.as_deref() != Some("2d") {
-        bench.bench_1d()?;
+        if auto {
+            bench.auto_1d()?;
+        } else {
+            bench.bench_1d()?;
+        }
     }
     if only.as_deref() != Some("1d") {
-        bench.bench_2d()?;
+        if auto {
+            bench.auto_2d()?;
+        } else {
+            bench.bench_2d()?;
+        }
     }
     let Bench {
         ceilings,
@@ -729,15 +783,20 @@ fn run() -> Result<(), String> {
         ceilings.copy_gbps,
         ceilings.sm_copy_gbps,
         ceilings.fma_gflops,
-        match plan.scope {
-            Scope::Full => "full",
-            Scope::Quick => "quick",
-            Scope::Targets => "targets",
+        match (plan.auto, plan.scope) {
+            (true, _) => "auto",
+            (false, Scope::Full) => "full",
+            (false, Scope::Quick) => "quick",
+            (false, Scope::Targets) => "targets",
         }
     );
     let csv = plan.out_dir.join("bench.csv");
     write_csv(&rows, &csv, &header)?;
-    summary(&rows);
+    if auto {
+        auto::report(&rows, &plan.out_dir, AUTO_TOLERANCE)?;
+    } else {
+        summary(&rows);
+    }
     let failures: Vec<&Row> = rows.iter().filter(|r| r.max_error > 1e-5).collect();
     println!(
         "\n{} cases in {:.0} s, written to {}",

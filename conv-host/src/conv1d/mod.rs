@@ -74,10 +74,11 @@ pub(crate) fn orient(mask: &[f32], origin: isize, flip: bool) -> Result<Taps> {
     Ok(Taps { values, left })
 }
 
-/// Chooses the entry point and checks the tile against the device.
+/// Chooses the entry point for a signal of `len` elements and checks the tile against the
+/// device.
 fn plan(
     device: &DeviceInfo,
-    mask_len: usize,
+    (len, mask_len): (usize, usize),
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
@@ -90,7 +91,11 @@ fn plan(
     let register = REGISTER_ENTRY_POINTS_1D
         .iter()
         .find(|&&(m, _)| m as usize == mask_len);
-    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && register.is_some()) {
+    let outputs_per_block =
+        REGISTER_THREADS_1D as usize * register_outputs_1d(mask_len as u64) as usize;
+    let auto_register = register.is_some()
+        && register_fills_device(len, outputs_per_block, device.multiprocessor_count);
+    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && auto_register) {
         let invalid = |reason: String| ConvError::InvalidLaunch {
             kernel: "conv1d_register",
             reason,
@@ -106,7 +111,7 @@ fn plan(
                 "the register-tiled kernels use {REGISTER_THREADS_1D} threads per block"
             )));
         }
-        let output_tile = REGISTER_THREADS_1D * register_outputs_1d(mask_len as u64) as u32;
+        let output_tile = outputs_per_block as u32;
         let shared_floats = register_shared_words_1d(mask_len as u64);
         check_block(
             device,
@@ -124,8 +129,23 @@ fn plan(
         });
     }
     let fits = mask_len <= MASK_CAPACITY;
-    let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
     let tile = tile.unwrap_or(DEFAULT_TILE_1D);
+    let tiled_shared_bytes = (u64::from(tile) + mask_len as u64 - 1) * 4;
+    // Auto, masks without a register-tiled kernel: the tiled kernel from 10 taps on, where its
+    // span fits in shared memory (H100, 2^22 elements: 11 taps 0.037 against 0.045 ms for the
+    // constant-mask kernel, 21 taps 0.040 against 0.072, 63 taps 0.059 against 0.184; faster
+    // at every length from 2^10 elements on; at 7 taps the constant-mask kernel was faster,
+    // 0.032 against 0.034 ms).
+    let kernel = match kernel {
+        Kernel::Auto
+            if mask_len > 9
+                && tiled_shared_bytes <= u64::from(device.max_shared_memory_per_block) =>
+        {
+            Kernel::Tiled
+        }
+        other => other,
+    };
+    let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
     let shared_floats = match kernel {
         Kernel::Tiled => u64::from(tile) + mask_len as u64 - 1,
         Kernel::TiledL2 => u64::from(tile),
@@ -142,11 +162,37 @@ fn plan(
     })
 }
 
+/// Whether the register-tiled kernel, `outputs_per_block` outputs per block, launches enough
+/// blocks on `len` elements to beat the seeds: at least one per two SMs. Below that its blocks'
+/// serial work shows (H100, 15 and 31 taps: 1.2 us slower than the tiled kernel, about 18%, at
+/// 2^12 to 2^16 elements, 2 to 32 blocks; faster from 2^18, 128 blocks, on).
+fn register_fills_device(len: usize, outputs_per_block: usize, multiprocessors: u32) -> bool {
+    len.div_ceil(outputs_per_block.max(1)).saturating_mul(2) >= multiprocessors as usize
+}
+
 impl Engine {
-    /// The kernel, tile and shared memory a 1D call with this mask length and these options
-    /// would use, or the error it would return.
-    pub fn plan1d(&self, mask_len: usize, options: &Conv1dOptions) -> Result<LaunchPlan> {
-        plan(self.device(), mask_len, options.kernel, options.tile)
+    /// The kernel, tile and shared memory a 1D call on a signal of `len` elements with a mask
+    /// of `mask_len` taps and these options would use, or the error it would return (`Auto`'s
+    /// choice depends on both lengths: short signals, which would leave most SMs idle under the
+    /// register-tiled kernel, run on a seed kernel).
+    ///
+    /// ```no_run
+    /// use conv_host::{Conv1dOptions, Engine};
+    /// let engine = Engine::new()?;
+    /// let plan = engine.plan1d(1 << 24, 31, &Conv1dOptions::default())?;
+    /// println!("{} with {} threads per block", plan.kernel, plan.block.0);
+    /// # Ok::<(), conv_host::ConvError>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`Engine::correlate1d`], for the mask length and options.
+    pub fn plan1d(
+        &self,
+        len: usize,
+        mask_len: usize,
+        options: &Conv1dOptions,
+    ) -> Result<LaunchPlan> {
+        plan(self.device(), (len, mask_len), options.kernel, options.tile)
     }
 
     /// 1D correlation on the GPU: `out[i] = sum_j mask[j] * in[i + j - mask.len() / 2 - origin]`,
@@ -267,7 +313,7 @@ impl Engine {
     {
         check_output(input, &output)?;
         let taps = orient(&row_major(mask), options.origin, flip)?;
-        let plan = self.plan1d(taps.values.len(), options)?;
+        let plan = self.plan1d(input.len(), taps.values.len(), options)?;
         let launch = Launch::new(&plan, options.mode, options.clamp, runs)?;
         if input.is_empty() {
             return Ok(Vec::new());
@@ -340,7 +386,20 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
+    use super::register_fills_device;
     use crate::abi::{register_outputs_1d, register_shared_words_1d, register_word_1d};
+
+    /// Auto leaves the register-tiled kernel for signals that give it fewer blocks than half
+    /// the SMs (132 SMs, 2,048 outputs per block at 15 and 31 taps).
+    #[test]
+    fn register_kernel_needs_a_block_per_two_sms() {
+        assert!(!register_fills_device(1 << 16, 2048, 132)); // 32 blocks
+        assert!(!register_fills_device(65 * 2048, 2048, 132));
+        assert!(register_fills_device(65 * 2048 + 1, 2048, 132)); // 66 blocks
+        assert!(register_fills_device(1 << 18, 2048, 132));
+        assert!(!register_fills_device(0, 2048, 1));
+        assert!(register_fills_device(usize::MAX, 1, u32::MAX));
+    }
 
     /// The kernel reads quad `q` of the window of thread `t` (first element `P t`) at
     /// `register_word_1d(P t) + register_word_1d(4 q)`: that must be the quad's own word, and the

@@ -22,9 +22,9 @@ pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
 
 use crate::abi::{
-    Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP,
-    STREAM_MASKS, StreamLayout, WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS,
-    wide_row_words,
+    Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_CHUNK_ROWS, SEPARABLE_THREADS,
+    SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, STREAM_MASKS, StreamLayout, WIDE_BLOCK,
+    WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
 };
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
@@ -135,11 +135,12 @@ pub(crate) fn orient2d<T: Data<Elem = f32>>(
     })
 }
 
-/// Chooses the entry point, block, output tile and shared memory, and checks them.
+/// Chooses the entry point, block, output tile and shared memory for an image of `height x
+/// width x channels`, and checks them.
 fn plan(
     device: &DeviceInfo,
     mask: &Mask2d,
-    channels: usize,
+    (height, width, channels): (usize, usize, usize),
     kernel: Kernel,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
@@ -176,33 +177,49 @@ fn plan(
     }
     // Auto, general masks: the register-tiled kernels (the streaming design for square masks
     // up to 9 x 9, the wide design for masks 9 to 31 wide; 31 x 31 on an H200: 2.48 ms against
-    // 17.9 ms for the tiled kernel); else the textbook's tiled kernel, measured fastest of the
-    // seeds.
+    // 17.9 ms for the tiled kernel) where the image fills the GPU; else the textbook's tiled
+    // kernel, measured fastest of the seeds.
     if kernel == Kernel::RegisterTiled {
         return plan_register_tiled(device, (rows, cols), channels, tile);
     }
     if kernel == Kernel::Auto
         && let Ok(plan) = plan_register_tiled(device, (rows, cols), channels, tile)
+        && (is_stream(&plan)
+            || wide_fills_device(
+                &plan,
+                (height, width, channels),
+                device.multiprocessor_count,
+            ))
     {
         return Ok(plan);
     }
-    let large = rows.saturating_mul(cols) > 9 * 9;
-    let fits = rows.saturating_mul(cols) <= MASK_CAPACITY;
-    let (kernel, entry_point) = match kernel {
-        Kernel::Auto if large => ENTRY_POINTS.select(Kernel::Tiled, fits),
-        other => ENTRY_POINTS.select(other, fits),
-    };
-    let default = match kernel {
-        // A halo at least as wide as the block makes the output tile the whole block.
-        Kernel::Tiled if rows.max(cols) > 16 => LARGE_MASK_TILE_2D,
-        Kernel::Tiled if large => DEFAULT_TILE_2D,
-        Kernel::Tiled => DEFAULT_TILE_2D_TILED,
-        _ => DEFAULT_TILE_2D,
-    };
-    let block = tile.unwrap_or(default);
-    let halo = ((cols as u64 - 1) * channels as u64, rows as u64 - 1);
-    // The textbook's design: output tile = block - halo, so each thread loads one element. When
-    // the halo is as wide as the block, the output tile is the block and the halo loads in steps.
+    plan_seed(device, (rows, cols), channels, kernel, tile)
+}
+
+/// Whether the wide register-tiled `plan` launches enough blocks on an image of `height x width
+/// x channels` to beat the tiled kernel: at least one per five SMs. Each of its threads computes
+/// 32 outputs from up to 31 x 31 taps, so a block takes as long on a small image as on a large
+/// one (H100, 31 x 31: 0.058 ms at 128^2, 0.066 ms at 1024^2), where the tiled kernel's time
+/// grows with the image: with 132 SMs, the tiled kernel was faster at 4 to 24 wide blocks by
+/// 1.1 to 2.2 times (128^2 to 384^2 with one channel; 15 x 15 at 384^2, 24 blocks, equal) and
+/// slower from 32 blocks on, up to 1.6 times (15 x 15 at 512^2).
+fn wide_fills_device(
+    plan: &LaunchPlan,
+    (height, width, channels): (usize, usize, usize),
+    multiprocessors: u32,
+) -> bool {
+    let (tile_w, tile_h) = (plan.output_tile.0 as usize, plan.output_tile.1 as usize);
+    let blocks = width
+        .saturating_mul(channels)
+        .div_ceil(tile_w.max(1))
+        .saturating_mul(height.div_ceil(tile_h.max(1)));
+    blocks.saturating_mul(5) >= multiprocessors as usize
+}
+
+/// Output elements of a tiled-kernel block of `block` threads for a halo of `halo` (elements,
+/// rows): the block covers the input tile, so its output tile is the block less the halo, or
+/// the whole block where the halo is at least as wide (the halo then loads in steps).
+fn tiled_output_tile(block: (u32, u32), halo: (u64, u64)) -> (u32, u32) {
     let shrink = |threads: u32, halo: u64| {
         if u64::from(threads) > halo {
             threads - halo as u32
@@ -210,9 +227,62 @@ fn plan(
             threads
         }
     };
+    (shrink(block.0, halo.0), shrink(block.1, halo.1))
+}
+
+/// Masks of more taps than this that no faster design takes run on the tiled kernel under
+/// `Auto`, smaller ones on the constant-mask kernel.
+const AUTO_TILED_ABOVE_TAPS: usize = 25;
+
+/// The tiled kernel's block when the caller names none: of [`DEFAULT_TILE_2D_TILED`],
+/// [`DEFAULT_TILE_2D`] and [`LARGE_MASK_TILE_2D`], the one with the most outputs per thread
+/// for this halo. A block just wider than the halo leaves a sliver of outputs (15 x 15 in 16 x
+/// 16 threads: 2 x 2), which made the tiled kernel up to 20 times slower than with the best
+/// of the three, and which of the three is best depends on the mask and channels (H100: 15 x
+/// 15, one channel: 32 x 8; 31 x 31: 16 x 16; 5 x 11 over 3 channels, a halo 30 elements wide:
+/// 16 x 16).
+fn tiled_default_block(halo: (u64, u64)) -> (u32, u32) {
+    let outputs = |block: (u32, u32)| {
+        let (x, y) = tiled_output_tile(block, halo);
+        u64::from(x) * u64::from(y)
+    };
+    let threads = |block: (u32, u32)| u64::from(block.0) * u64::from(block.1);
+    [DEFAULT_TILE_2D_TILED, DEFAULT_TILE_2D, LARGE_MASK_TILE_2D]
+        .into_iter()
+        .reduce(|best, next| {
+            if outputs(next) * threads(best) > outputs(best) * threads(next) {
+                next
+            } else {
+                best
+            }
+        })
+        .unwrap_or(DEFAULT_TILE_2D)
+}
+
+/// Plans one of the four seed designs (`Auto` stands for the tiled kernel for masks of more
+/// than `AUTO_TILED_ABOVE_TAPS` taps, the constant-mask kernel up to it).
+fn plan_seed(
+    device: &DeviceInfo,
+    (rows, cols): (usize, usize),
+    channels: usize,
+    kernel: Kernel,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let large = rows.saturating_mul(cols) > AUTO_TILED_ABOVE_TAPS;
+    let fits = rows.saturating_mul(cols) <= MASK_CAPACITY;
+    let (kernel, entry_point) = match kernel {
+        Kernel::Auto if large => ENTRY_POINTS.select(Kernel::Tiled, fits),
+        other => ENTRY_POINTS.select(other, fits),
+    };
+    let halo = ((cols as u64 - 1) * channels as u64, rows as u64 - 1);
+    let block = tile.unwrap_or(match kernel {
+        Kernel::Tiled => tiled_default_block(halo),
+        _ => DEFAULT_TILE_2D,
+    });
+    // The textbook's design: output tile = block - halo, so each thread loads one element.
     let (output_tile, shared_floats) = match kernel {
         Kernel::Tiled => {
-            let tile = (shrink(block.0, halo.0), shrink(block.1, halo.1));
+            let tile = tiled_output_tile(block, halo);
             (
                 tile,
                 (u64::from(tile.0) + halo.0) * (u64::from(tile.1) + halo.1),
@@ -234,31 +304,44 @@ fn plan(
 
 impl Engine {
     /// The kernel, block, output tile and shared memory that [`Engine::correlate2d`] with this
-    /// mask, channel count and options would use (the mask's values matter: `Auto` runs
-    /// separable masks as two passes), or the error it would return.
+    /// mask and options would use on an image of `(height, width, channels)`, or the error it
+    /// would return. `Auto`'s choice depends on all three: the mask's values (separable masks
+    /// run as two passes) and the image's size (small images, which would leave most SMs idle
+    /// under the wide register-tiled kernel, run on the tiled one).
+    ///
+    /// ```no_run
+    /// use conv_host::{Conv2dOptions, Engine};
+    /// let engine = Engine::new()?;
+    /// let general = ndarray::Array2::from_shape_fn((15, 15), |(i, j)| (i * 15 + j) as f32);
+    /// let small = engine.plan2d(&general, (128, 128, 1), &Conv2dOptions::default())?;
+    /// let large = engine.plan2d(&general, (4096, 4096, 1), &Conv2dOptions::default())?;
+    /// // On an H100: the tiled kernel at 128^2, the wide register-tiled one at 4096^2.
+    /// println!("{} / {}", small.kernel, large.kernel);
+    /// # Ok::<(), conv_host::ConvError>(())
+    /// ```
     ///
     /// # Errors
     /// As [`Engine::correlate2d`], for the mask and options.
     pub fn plan2d<T: Data<Elem = f32>>(
         &self,
         mask: &ArrayBase<T, Ix2>,
-        channels: usize,
+        (height, width, channels): (usize, usize, usize),
         options: &Conv2dOptions,
     ) -> Result<LaunchPlan> {
         let mask = orient2d(mask, options.origin, false)?;
-        self.plan_oriented(&mask, channels, options)
+        self.plan_oriented(&mask, (height, width, channels), options)
     }
 
     fn plan_oriented(
         &self,
         mask: &Mask2d,
-        channels: usize,
+        (height, width, channels): (usize, usize, usize),
         options: &Conv2dOptions,
     ) -> Result<LaunchPlan> {
         plan(
             self.device(),
             mask,
-            channels.max(1),
+            (height, width, channels.max(1)),
             options.kernel,
             options.tile,
         )
@@ -400,7 +483,7 @@ impl Engine {
         check_output(image, &output)?;
         let mut mask = orient2d(mask, options.origin, flip)?;
         let (height, width, channels) = D::image_shape(image.shape());
-        let plan = self.plan_oriented(&mask, channels, options)?;
+        let plan = self.plan_oriented(&mask, (height, width, channels), options)?;
         if plan.kernel == Kernel::Separable {
             // The kernel reads the factors in place of the taps (the plan found them).
             mask.values = separable::factor(&mask).ok_or(ConvError::InvalidLaunch {
@@ -461,20 +544,23 @@ impl Engine {
         let elements = (shape.width * shape.channels) as u64;
         let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
         let sms = device.multiprocessor_count;
-        let (tile_h, block, shared_memory_bytes) = match plan.kernel {
+        let strip_step = if is_stream(plan) || separable::is_wide(plan) {
+            Some(SEPARABLE_WIDE_CHUNK_ROWS)
+        } else if plan.kernel == Kernel::Separable {
+            Some(SEPARABLE_CHUNK_ROWS)
+        } else {
+            None
+        };
+        let (tile_h, block, shared_memory_bytes) = match strip_step {
             // The strip designs: blocks as tall as their cost model says for this image.
-            _ if is_stream(plan) || separable::is_wide(plan) => (
-                separable::wide_rows_per_block(
+            Some(step) => (
+                separable::strip_rows_per_block(
                     height,
                     blocks_x,
                     mask.rows,
                     u64::from(sms) * u64::from(session.resident_blocks(plan)?),
+                    step,
                 ),
-                plan.block,
-                plan.shared_memory_bytes,
-            ),
-            Kernel::Separable => (
-                separable::rows_per_block(height, blocks_x, sms),
                 plan.block,
                 plan.shared_memory_bytes,
             ),
@@ -482,7 +568,7 @@ impl Engine {
             // made the wide register-tiled kernels slower (H200, 1024^2 31x31: 0.207 ms with 2
             // rows of threads, 0.064 ms with 16), as each block then stages a 30-row halo for
             // 4 rows.
-            _ => (plan.output_tile.1, plan.block, plan.shared_memory_bytes),
+            None => (plan.output_tile.1, plan.block, plan.shared_memory_bytes),
         };
         let blocks_y = u64::from(height).div_ceil(u64::from(tile_h));
         if blocks_x > u64::from(device.max_grid_dim.0) {
@@ -532,13 +618,16 @@ impl Engine {
 }
 
 /// Whether the general separable kernel beats the register-tiled one on a rank-1 `rows x cols`
-/// mask that no wide separable kernel covers. Their times on an H100 (8192^2, one channel, 23
-/// shapes from 3 x 9 to 45 x 31 in one run) fit `0.29 + 0.0047 (rows + cols)` ms and `0.13 +
-/// 0.0026 rows cols` ms, and this rule puts every measured shape on its faster side: 7 x 11
-/// 0.369 against 0.363 ms and 3 x 31 0.443 against 0.408 (register), 5 x 21 0.403 against
-/// 0.427, 9 x 11 0.382 against 0.404 and 15 x 31 0.483 against 1.236 (separable).
+/// mask that no wide separable kernel covers: above 50 taps. Measured through both kernels on
+/// an H100 (one run, one channel, 28 shapes from 3 x 9 to 45 x 31, with the general kernel's
+/// blocks sized by `strip_rows_per_block`): at 8192^2 the register-tiled kernel was faster at
+/// 3 x 9, 5 x 9, 3 x 11, 3 x 13 and 3 x 15 (at most 45 taps; 3 x 9 0.276 against 0.306 ms)
+/// and 7 x 9 (0.324 against 0.331 ms, the one shape this rule puts on its slower side), the
+/// separable one at every other (5 x 11 0.321 against 0.333 ms, 9 x 11 0.351 against 0.405,
+/// 15 x 31 0.468 against 1.237); at 4096^2 the rule's misses are within 3% (3 x 15 0.107
+/// against 0.104 ms).
 pub(crate) fn general_separable_wins(rows: usize, cols: usize) -> bool {
-    rows.saturating_mul(cols) > 2 * (rows + cols) + 47
+    rows.saturating_mul(cols) > 50
 }
 
 /// Geometry of a pitched, interleaved image.
@@ -703,15 +792,68 @@ mod tests {
         );
     }
 
+    /// The tiled kernel's default block leaves no sliver of outputs (H100 measurements in
+    /// `tiled_default_block`'s description).
+    #[test]
+    fn tiled_default_block_has_the_most_outputs_per_thread() {
+        // (halo in elements, halo in rows) -> block
+        let cases = [
+            ((2, 2), DEFAULT_TILE_2D_TILED),  // 3 x 3
+            ((4, 4), DEFAULT_TILE_2D_TILED),  // 5 x 5: 28 x 12 outputs of 512 threads
+            ((8, 8), DEFAULT_TILE_2D),        // 9 x 9: 24 x 8 of 256
+            ((14, 14), DEFAULT_TILE_2D),      // 15 x 15: 18 x 8 (16 x 16 would leave 2 x 2)
+            ((16, 16), LARGE_MASK_TILE_2D),   // 17 x 17: the whole block
+            ((30, 30), LARGE_MASK_TILE_2D),   // 31 x 31 (32 x 8 would leave 2 x 8)
+            ((30, 4), LARGE_MASK_TILE_2D),    // 5 x 11 over 3 channels (32 x 16: 2 x 12)
+            ((18, 20), LARGE_MASK_TILE_2D),   // 21 x 7 over 3 channels
+            ((6, 20), DEFAULT_TILE_2D_TILED), // 21 x 7, one channel: 26 x 16 of 512
+        ];
+        for (halo, block) in cases {
+            assert_eq!(tiled_default_block(halo), block, "halo {halo:?}");
+        }
+    }
+
+    /// Auto leaves the wide register-tiled kernel for images that give it fewer blocks than a
+    /// fifth of the SMs.
+    #[test]
+    fn wide_kernel_needs_a_block_per_five_sms() {
+        let wide = LaunchPlan {
+            kernel: Kernel::RegisterTiled,
+            entry_point: "conv2d_wide_w31_c1",
+            block: WIDE_BLOCK,
+            output_tile: (WIDE_BLOCK.0 * WIDE_OUTPUTS, WIDE_BLOCK.1 * WIDE_ROWS),
+            shared_memory_bytes: 0,
+            mask_in_constant_memory: true,
+        };
+        assert_eq!(wide.output_tile, (256, 32));
+        // 132 SMs: 384^2 gives 2 x 12 = 24 blocks, 512^2 32, 256^2 x 3 channels 24.
+        assert!(!wide_fills_device(&wide, (384, 384, 1), 132));
+        assert!(wide_fills_device(&wide, (512, 512, 1), 132));
+        assert!(!wide_fills_device(&wide, (256, 256, 3), 132));
+        assert!(wide_fills_device(&wide, (256, 256, 3), 120));
+        assert!(!wide_fills_device(&wide, (0, 0, 1), 1));
+        assert!(wide_fills_device(
+            &wide,
+            (usize::MAX, usize::MAX, 4),
+            u32::MAX
+        ));
+    }
+
     /// The measured shapes `general_separable_wins` was fitted on (H100, 8192^2), each on the
-    /// side of its faster kernel.
+    /// side of its faster kernel but 7 x 9 (2% slower on the separable side).
     #[test]
     fn general_separable_wins_only_for_large_masks() {
-        let register_faster = [(3, 9), (5, 9), (7, 9), (5, 11), (7, 11), (3, 15), (3, 31)];
+        let register_faster = [(3, 9), (5, 9), (3, 11), (3, 13), (3, 15)];
         for (rows, cols) in register_faster {
             assert!(!general_separable_wins(rows, cols), "{rows} x {cols}");
         }
         let separable_faster = [
+            (5, 11),
+            (5, 13),
+            (7, 11),
+            (5, 15),
+            (7, 13),
+            (3, 31),
             (5, 21),
             (9, 11),
             (11, 9),

@@ -2,8 +2,8 @@
 
 use super::{Mask2d, square_entry_point};
 use crate::abi::{
-    MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP,
-    SeparableLayout, SeparableWideLayout, separable_strip,
+    MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableLayout, SeparableWideLayout,
+    separable_strip,
 };
 use crate::engine::DeviceInfo;
 use crate::error::{ConvError, Result};
@@ -16,38 +16,35 @@ use crate::plan::{LaunchPlan, check_block};
 /// factors) pass; the factored result then differs from the direct one by rounding only.
 pub const SEPARABLE_TOLERANCE: f64 = 4.0 * f32::EPSILON as f64;
 
-/// Output rows per separable block: each block row-filters `mask_h - 1` rows more than it
-/// outputs, so taller blocks waste less; 256 still gives 2,048 blocks for an 8192^2 image.
+/// Output rows per block the plans report as the most (`LaunchPlan::output_tile`); the launch
+/// sizes blocks for the image with [`strip_rows_per_block`].
 pub(crate) const ROWS_PER_BLOCK: u32 = 256;
 
-/// Output rows per block of the general separable kernel for an image of `height` rows and
-/// `strips` column strips: `ROWS_PER_BLOCK`, or fewer (down to one 16-row step) where that
-/// would leave fewer than four blocks per SM, so small images still fill the GPU.
-pub(crate) fn rows_per_block(height: u32, strips: u64, multiprocessors: u32) -> u32 {
-    let block_rows = (4 * u64::from(multiprocessors)).div_ceil(strips.max(1));
-    let rows = u64::from(height).div_ceil(block_rows).next_multiple_of(16);
-    rows.clamp(16, u64::from(ROWS_PER_BLOCK)) as u32
-}
-
-/// Output rows per block of a strip kernel (the wide separable and the streaming designs) for
-/// an image of `height` rows, `strips` column strips and a mask `mask` rows tall, where `slots`
-/// blocks run at once on the device: `32 k - (mask - 1)` rows, so that every one of a block's
-/// `k` steps of 32 input rows is output or halo, with the `k` that minimises the estimated time
-/// `(blocks / slots + 1) x (32 k + mask - 1)`: the waves of blocks plus about one block of tail
-/// (blocks at the image's sides run longer, and an SM left with nothing to do waits for them),
-/// times a block's input rows plus a fixed cost as large as its halo (the rows it stages for
-/// outputs of the block above). Fitted on an H200 over 1 to 13 steps per block (8192^2): the
-/// 31 x 31 separable kernel fastest at 9 or 10 steps (0.292 ms; 0.325 ms at 3), the 5 x 5
-/// streaming one at 3 (0.163 ms; 0.168 at 6, 0.178 at 13), RGB 4096^2 5 x 5 at 3 (0.123 ms;
-/// 0.127 at 6), the 9 x 9 one flat from 4 to 6 (0.300 to 0.303 ms; 0.321 at 13). Swept again
-/// after the kernels began prefetching the next step into L2: its picks stay the fastest or
-/// within 2% of it.
-pub(crate) fn wide_rows_per_block(height: u32, strips: u64, mask: usize, slots: u64) -> u32 {
-    let chunk = u64::from(SEPARABLE_WIDE_CHUNK_ROWS);
+/// Output rows per block of a strip kernel (the separable and streaming designs) that walks
+/// down its strip `chunk` input rows per step, for an image of `height` rows, `strips` column
+/// strips and a mask `mask` rows tall, where `slots` blocks run at once on the device: `chunk
+/// k - (mask - 1)` rows, so that every one of a block's `k` steps is output or halo, with the
+/// `k` that minimises the estimated time `(blocks / slots + 1) x (chunk k + mask - 1)`: the
+/// waves of blocks plus about one block of tail (blocks at the image's sides run longer, and an
+/// SM left with nothing to do waits for them), times a block's input rows plus a fixed cost as
+/// large as its halo (the rows it stages for outputs of the block above). Fitted on an H200
+/// over 1 to 13 steps of 32 rows per block (8192^2): the 31 x 31 wide separable kernel fastest
+/// at 9 or 10 steps (0.292 ms; 0.325 ms at 3), the 5 x 5 streaming one at 3 (0.163 ms; 0.168
+/// at 6, 0.178 at 13), RGB 4096^2 5 x 5 at 3 (0.123 ms; 0.127 at 6), the 9 x 9 one flat from 4
+/// to 6 (0.300 to 0.303 ms; 0.321 at 13). Swept again after the kernels began prefetching the
+/// next step into L2: its picks stay the fastest or within 2% of it.
+pub(crate) fn strip_rows_per_block(
+    height: u32,
+    strips: u64,
+    mask: usize,
+    slots: u64,
+    chunk: u32,
+) -> u32 {
+    let chunk = u64::from(chunk.max(1));
     let (height, halo) = (u64::from(height).max(1), mask as u64 - 1);
     let slots = slots.max(1);
     let steps_for_all = (height + halo).div_ceil(chunk);
-    // `(blocks / slots + 1) x (32 k + halo)`, scaled by `slots`.
+    // `(blocks / slots + 1) x (chunk k + halo)`, scaled by `slots`.
     let cost = |steps: u64| {
         let rows = steps * chunk - halo;
         let blocks = strips.max(1) * height.div_ceil(rows);
@@ -155,7 +152,10 @@ pub(crate) const SEPARABLE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_tabl
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::{REGISTER_CHANNELS, SEPARABLE_MASKS, SEPARABLE_WIDE_RING_ROW_WORDS};
+    use crate::abi::{
+        REGISTER_CHANNELS, SEPARABLE_MASKS, SEPARABLE_WIDE_CHUNK_ROWS,
+        SEPARABLE_WIDE_RING_ROW_WORDS,
+    };
 
     fn mask(rows: usize, cols: usize, values: Vec<f32>) -> Mask2d {
         Mask2d {
@@ -196,34 +196,33 @@ mod tests {
     }
 
     #[test]
-    fn small_images_get_shorter_blocks() {
-        // 8192^2, one channel, 132 SMs: 64 strips, full-height blocks.
-        assert_eq!(rows_per_block(8192, 64, 132), ROWS_PER_BLOCK);
-        // 256 rows in 10 strips: 16-row blocks, 160 blocks.
-        assert_eq!(rows_per_block(256, 10, 132), 16);
-        assert_eq!(rows_per_block(1, 1, 132), 16);
-        assert_eq!(rows_per_block(4000, 1, 132), 16);
-    }
-
-    #[test]
-    fn wide_blocks_cover_whole_steps_and_balance_waves_against_halo() {
+    fn strip_blocks_cover_whole_steps_and_balance_waves_against_halo() {
+        let wide = SEPARABLE_WIDE_CHUNK_ROWS;
         // 8192^2, 31 x 31, 32 strips, 264 slots (2 blocks on 132 SMs): 9 steps of 32 rows,
         // 258 output rows and the 30-row halo; 32 block rows make 1,024 blocks.
-        assert_eq!(wide_rows_per_block(8192, 32, 31, 264), 9 * 32 - 30);
+        assert_eq!(strip_rows_per_block(8192, 32, 31, 264, wide), 9 * 32 - 30);
         // 5 x 5 with 396 slots (3 blocks per SM): short blocks, 2 steps.
-        assert_eq!(wide_rows_per_block(8192, 32, 5, 396), 2 * 32 - 4);
+        assert_eq!(strip_rows_per_block(8192, 32, 5, 396, wide), 2 * 32 - 4);
         // A small image: one step per block, 16 rows, 80 blocks.
-        assert_eq!(wide_rows_per_block(256, 5, 17, 264), 16);
-        for (height, strips, mask, slots) in [
-            (8192, 32, 5, 396),
-            (8192, 32, 9, 264),
-            (256, 5, 17, 264),
-            (1, 1, 31, 264),
-            (4000, 1, 9, 132),
+        assert_eq!(strip_rows_per_block(256, 5, 17, 264, wide), 16);
+        // The general kernel's 16-row steps: 4096^2 over 32 strips of 128 elements, 9 x 11,
+        // 396 slots: 5 steps (72 rows, 57 block rows, 1,824 blocks: 4.6 waves) rather than
+        // 256 rows in 512 blocks (one wave and a third).
+        assert_eq!(strip_rows_per_block(4096, 32, 9, 396, 16), 5 * 16 - 8);
+        for (height, strips, mask, slots, chunk) in [
+            (8192, 32, 5, 396, wide),
+            (8192, 32, 9, 264, wide),
+            (256, 5, 17, 264, wide),
+            (1, 1, 31, 264, wide),
+            (4000, 1, 9, 132, wide),
+            (8192, 64, 11, 396, 16),
+            (4096, 32, 61, 264, 16),
+            (300, 3, 3, 396, 16),
         ] {
-            let rows = wide_rows_per_block(height, strips, mask, slots);
+            let rows = strip_rows_per_block(height, strips, mask, slots, chunk);
+            let chunk = u64::from(chunk);
             assert_eq!(
-                (rows as usize + mask - 1) % 32,
+                (u64::from(rows) + mask as u64 - 1) % chunk,
                 0,
                 "{height} {strips} {mask}"
             );
@@ -231,9 +230,9 @@ mod tests {
             let cost =
                 |rows: u64| (strips * u64::from(height).div_ceil(rows) + slots) * (rows + 2 * halo);
             // No other whole-step block height costs less.
-            for other in 1..=(u64::from(height) + 30) / 32 + 1 {
-                if other * 32 > halo {
-                    assert!(cost(u64::from(rows)) <= cost(other * 32 - halo));
+            for other in 1..=(u64::from(height) + halo) / chunk + 1 {
+                if other * chunk > halo {
+                    assert!(cost(u64::from(rows)) <= cost(other * chunk - halo));
                 }
             }
         }
