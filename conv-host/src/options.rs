@@ -72,7 +72,9 @@ impl FromStr for BoundaryMode {
 /// Which kernel design runs the operation.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Kernel {
-    /// The library picks the kernel for the shape, mask and device.
+    /// The library picks the kernel for the mask (its shape, and whether it is rank 1), the
+    /// image or signal size and the device; [`Engine::plan1d`](crate::Engine::plan1d) and
+    /// [`Engine::plan2d`](crate::Engine::plan2d) say which.
     #[default]
     Auto,
     /// One thread per output, input and mask read from global memory.
@@ -88,7 +90,9 @@ pub enum Kernel {
     /// wide (any height, up to the 4096 taps of constant memory): each thread keeps several
     /// outputs in registers (4 or 8 consecutive ones in 1D; 4 elements x 8 rows for the square
     /// 2D masks up to 9 x 9, 16 elements x 2 rows for the wide ones) and reuses every input
-    /// value it reads for all of them. `Auto` picks it where it applies.
+    /// value it reads for all of them. `Auto` picks it where it applies, unless the input is
+    /// too small to give it enough blocks (fewer than one per two SMs in 1D, one per five SMs
+    /// for the wide 2D design), where a seed design is faster.
     RegisterTiled,
     /// 2D masks of rank 1 (`mask[i][j] = column[i] * row[j]`, such as Gaussian and box masks):
     /// one fused kernel filters along the rows into shared memory, then down the columns, so an
