@@ -527,14 +527,52 @@ fn register_tiled_kernels_match_the_reference() {
 }
 
 /// A random rank-1 mask, `column[i] * row[j]`, rounded to `f32` as users build them.
-/// Small images leave the wide register-tiled kernel too few blocks: `Auto` runs them on the
-/// tiled kernel (whose default block keeps a whole tile of outputs for every halo) and the same
-/// masks on large images on the wide kernel. The results match the reference in every mode.
+/// Small images leave the wide register-tiled kernel too few blocks, and the general separable
+/// kernel too little work: `Auto` runs them on the tiled kernel (whose default block keeps a
+/// whole tile of outputs for every halo) and the same masks on large images on the wide or
+/// separable kernel. The results match the reference in every mode.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
     let (mut rng, seed) = rng("small images");
     let sms = engine().device().multiprocessor_count as usize;
+    // Rank-1 masks no wide separable kernel covers, on images under and over the line of
+    // `general_separable_pays_off` (30,000 multiply-adds of the tiled kernel per SM).
+    for (rows, cols) in [(5, 7), (9, 11), (21, 7)] {
+        for channels in [1, 3] {
+            let mask = random_separable_mask(&mut rng, (rows, cols));
+            let side_for = |work: usize| ((work / (rows * cols * channels)) as f64).sqrt() as usize;
+            let under = side_for(30_000 * sms) - 2;
+            let over = side_for(30_000 * sms) + 2;
+            let plan = |side: usize| {
+                engine()
+                    .plan2d(&mask, (side, side, channels), &Conv2dOptions::default())
+                    .unwrap()
+                    .kernel
+            };
+            assert_eq!(
+                plan(over),
+                Kernel::Separable,
+                "{rows}x{cols}x{channels}, {over}^2"
+            );
+            assert_eq!(
+                plan(under),
+                Kernel::Tiled,
+                "{rows}x{cols}x{channels}, {under}^2"
+            );
+            let image = random_array3(&mut rng, (under, under, channels));
+            for mode in all_modes() {
+                let options = Conv2dOptions {
+                    mode,
+                    ..Default::default()
+                };
+                let what = format!(
+                    "Auto, rank-1 {rows}x{cols} mask, {under}^2 x {channels}, {mode:?}, seed {seed}"
+                );
+                check_gpu2d(image.view(), mask.view(), &options, false, &what);
+            }
+        }
+    }
     for (rows, cols) in [(15, 15), (31, 31), (5, 11), (21, 9)] {
         for channels in [1, 3, 4] {
             let mask = random_mask(&mut rng, (rows, cols));

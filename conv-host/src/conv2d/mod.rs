@@ -169,7 +169,14 @@ fn plan(
                     || register_entry_point((rows, cols), channels).is_none())
                 && separable::factor(mask).is_some() =>
         {
-            if let Ok(plan) = separable::plan(device, (rows, cols), channels, tile) {
+            if let Ok(plan) = separable::plan(device, (rows, cols), channels, tile)
+                && (separable::is_wide(&plan)
+                    || general_separable_pays_off(
+                        height.saturating_mul(width).saturating_mul(channels),
+                        rows.saturating_mul(cols),
+                        device.multiprocessor_count,
+                    ))
+            {
                 return Ok(plan);
             }
         }
@@ -630,6 +637,17 @@ pub(crate) fn general_separable_wins(rows: usize, cols: usize) -> bool {
     rows.saturating_mul(cols) > 50
 }
 
+/// Whether the general separable kernel beats the seeds on an image of `outputs` elements with
+/// a rank-1 mask of `taps` taps: where the tiled kernel would do at least 30,000 multiply-adds
+/// per SM. The general kernel takes about 0.013 ms on any image up to 512^2 (H100 and H200), the
+/// tiled kernel less where its work is small: on both, at 128^2 (one and three channels) and
+/// 256^2 (one) with 5 x 7 to 21 x 7 masks, up to 1.4 times faster below the line (5 x 7 at
+/// 128^2 x 3: 0.0095 against 0.0133 ms) and at most 1.1 times slower above it (9 x 11 at 128^2
+/// x 3); 1.4 times slower or more from 384^2 on.
+fn general_separable_pays_off(outputs: usize, taps: usize, multiprocessors: u32) -> bool {
+    outputs.saturating_mul(taps) >= 30_000 * multiprocessors as usize
+}
+
 /// Geometry of a pitched, interleaved image.
 #[derive(Clone, Copy)]
 struct ImageShape {
@@ -837,6 +855,19 @@ mod tests {
             (usize::MAX, usize::MAX, 4),
             u32::MAX
         ));
+    }
+
+    /// Small images with rank-1 masks no wide separable kernel covers go to the seeds (132
+    /// SMs: the line is 3.96 million multiply-adds of the tiled kernel).
+    #[test]
+    fn general_separable_needs_work_for_the_tiled_kernel_to_lose() {
+        let sms = 132;
+        assert!(!general_separable_pays_off(128 * 128 * 3, 5 * 7, sms));
+        assert!(!general_separable_pays_off(256 * 256, 5 * 11, sms));
+        assert!(general_separable_pays_off(256 * 256, 9 * 11, sms));
+        assert!(general_separable_pays_off(384 * 384, 5 * 7, sms));
+        assert!(general_separable_pays_off(128 * 128, 45 * 31, sms));
+        assert!(general_separable_pays_off(usize::MAX, usize::MAX, u32::MAX));
     }
 
     /// The measured shapes `general_separable_wins` was fitted on (H100, 8192^2), each on the
