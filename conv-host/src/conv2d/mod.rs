@@ -160,7 +160,8 @@ fn plan(
         // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
         // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
         // one only where no register-tiled kernel exists or the mask is large (see
-        // `general_separable_wins`).
+        // `general_separable_wins`), and on images large enough that the seeds do not beat it
+        // (`general_separable_pays_off`).
         Kernel::Auto
             if rows > 1
                 && cols > 1
@@ -184,8 +185,8 @@ fn plan(
     }
     // Auto, general masks: the register-tiled kernels (the streaming design for square masks
     // up to 9 x 9, the wide design for masks 9 to 31 wide; 31 x 31 on an H200: 2.48 ms against
-    // 17.9 ms for the tiled kernel) where the image fills the GPU; else the textbook's tiled
-    // kernel, measured fastest of the seeds.
+    // 17.9 ms for the tiled kernel) where the image fills the GPU (`wide_fills_device`); else
+    // a seed design (`plan_seed`).
     if kernel == Kernel::RegisterTiled {
         return plan_register_tiled(device, (rows, cols), channels, tile);
     }
