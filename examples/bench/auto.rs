@@ -4,7 +4,7 @@
 //! fastest named design's.
 
 use crate::{Bench, Case1d, Case2d, Row, random_vec};
-use conv_host::Kernel;
+use conv_host::{Conv1dOptions, Conv2dOptions, Kernel};
 use ndarray::{Array1, Array2, Array3};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -69,18 +69,21 @@ impl Bench<'_> {
             for &taps in TAPS {
                 let mask = Array1::from(random_vec(&mut self.rng, taps));
                 for kernel in Kernel::EVERY {
+                    let options = Conv1dOptions {
+                        kernel,
+                        ..Default::default()
+                    };
+                    if self.engine.plan1d(n, taps, &options).is_err() {
+                        continue;
+                    }
                     let case = Case1d {
                         input: &input,
                         mask: &mask,
                         log2,
-                        kernel,
-                        tile: None,
+                        options,
                         cpu_ms: None,
                     };
-                    if self.engine.plan1d(n, taps, &case.options()).is_err() {
-                        continue;
-                    }
-                    let row = case.measure(self.engine, &self.ceilings, &mut self.rng)?;
+                    let row = case.measure(self)?;
                     self.rows.push(row);
                 }
             }
@@ -110,21 +113,21 @@ impl Bench<'_> {
                 let designs: Vec<_> = designs.chain(tiles).collect();
                 for (mask, family) in [(&general, "general"), (&rank_one, "rank1")] {
                     for &(kernel, tile) in &designs {
+                        let options = Conv2dOptions {
+                            kernel,
+                            tile,
+                            ..Default::default()
+                        };
+                        if self.engine.plan2d(mask, image.dim(), &options).is_err() {
+                            continue;
+                        }
                         let case = Case2d {
                             image: &image,
                             mask,
-                            kernel,
-                            tile,
+                            options,
                             cpu_ms: None,
                         };
-                        if self
-                            .engine
-                            .plan2d(mask, image.dim(), &case.options())
-                            .is_err()
-                        {
-                            continue;
-                        }
-                        let mut row = case.measure(self.engine, &self.ceilings, &mut self.rng)?;
+                        let mut row = case.measure(self)?;
                         row.name = format!("{}/{family}", row.name);
                         self.rows.push(row);
                     }

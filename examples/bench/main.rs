@@ -270,16 +270,20 @@ impl Bench<'_> {
                 for (kernel, tile) in
                     variants(tiles, self.engine.plan1d(n, taps, &register).is_ok())
                 {
+                    let options = Conv1dOptions {
+                        kernel,
+                        tile,
+                        ..Default::default()
+                    };
                     let case = Case1d {
                         input: &input,
                         mask: &mask,
                         log2,
-                        kernel,
-                        tile,
+                        options,
                         cpu_ms,
                     };
-                    self.rows
-                        .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
+                    let row = case.measure(self)?;
+                    self.rows.push(row);
                 }
             }
             eprintln!("1d n = 2^{log2} done");
@@ -293,39 +297,23 @@ struct Case1d<'a> {
     input: &'a Array1<f32>,
     mask: &'a Array1<f32>,
     log2: u32,
-    kernel: Kernel,
-    tile: Option<u32>,
+    options: Conv1dOptions,
     cpu_ms: Option<f64>,
 }
 
 impl Case1d<'_> {
-    fn options(&self) -> Conv1dOptions {
-        Conv1dOptions {
-            kernel: self.kernel,
-            tile: self.tile,
-            ..Default::default()
-        }
-    }
-
-    fn measure(
-        &self,
-        engine: &Engine,
-        ceilings: &Ceilings,
-        rng: &mut StdRng,
-    ) -> Result<Row, String> {
-        let options = self.options();
-        let (input, mask) = (self.input, self.mask);
-        let (n, taps) = (input.len(), mask.len());
-        let launch = engine
-            .plan1d(n, taps, &options)
-            .map_err(|e| e.to_string())?;
+    /// Times the case on `bench`'s engine and checks its output with `bench`'s generator.
+    fn measure(&self, bench: &mut Bench<'_>) -> Result<Row, String> {
+        let (input, mask, options) = (self.input, self.mask, &self.options);
+        let (engine, (n, taps)) = (bench.engine, (input.len(), mask.len()));
+        let launch = engine.plan1d(n, taps, options).map_err(|e| e.to_string())?;
         let (output, kernel_ms, end_to_end_ms) = measure(
-            |runs| engine.time_correlate1d(input, mask, &options, runs),
-            || engine.correlate1d(input, mask, &options).map(drop),
+            |runs| engine.time_correlate1d(input, mask, options, runs),
+            || engine.correlate1d(input, mask, options).map(drop),
         )?;
         let tile = launch.block.0;
         let measured = Measured {
-            name: format!("1d/{}/n2^{}/m{taps}/t{tile}", self.kernel, self.log2),
+            name: format!("1d/{}/n2^{}/m{taps}/t{tile}", options.kernel, self.log2),
             dims: 1,
             elements: n,
             taps,
@@ -335,10 +323,10 @@ impl Case1d<'_> {
             end_to_end_ms,
             cpu_ms: self.cpu_ms,
             reduction: predicted_reduction(&launch, (1, taps), 1),
-            max_error: check_1d(input.view(), mask.view(), output.view(), rng),
+            max_error: check_1d(input.view(), mask.view(), output.view(), &mut bench.rng),
             launch,
         };
-        Ok(measured.into_row(ceilings))
+        Ok(measured.into_row(&bench.ceilings))
     }
 }
 
@@ -463,15 +451,19 @@ impl Bench<'_> {
                 };
                 let register_applies = self.engine.plan2d(&mask, image.dim(), &register).is_ok();
                 for (kernel, tile) in variants(tiles, register_applies) {
+                    let options = Conv2dOptions {
+                        kernel,
+                        tile,
+                        ..Default::default()
+                    };
                     let case = Case2d {
                         image: &image,
                         mask: &mask,
-                        kernel,
-                        tile,
+                        options,
                         cpu_ms,
                     };
-                    self.rows
-                        .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
+                    let row = case.measure(self)?;
+                    self.rows.push(row);
                 }
                 // The same shape as a rank-1 mask (an outer product), through the fused kernel.
                 if mask_shape.0 > 1 && mask_shape.1 > 1 {
@@ -501,15 +493,18 @@ impl Bench<'_> {
         let column = Array1::from(random_vec(&mut self.rng, shape.0));
         let row = Array1::from(random_vec(&mut self.rng, shape.1));
         let rank_one = Array2::from_shape_fn(shape, |(i, j)| column[i] * row[j]);
+        let options = Conv2dOptions {
+            kernel: Kernel::Separable,
+            ..Default::default()
+        };
         let case = Case2d {
             image,
             mask: &rank_one,
-            kernel: Kernel::Separable,
-            tile: None,
+            options,
             cpu_ms,
         };
-        self.rows
-            .push(case.measure(self.engine, &self.ceilings, &mut self.rng)?);
+        let row = case.measure(self)?;
+        self.rows.push(row);
         Ok(())
     }
 }
@@ -518,34 +513,21 @@ impl Bench<'_> {
 struct Case2d<'a> {
     image: &'a Array3<f32>,
     mask: &'a Array2<f32>,
-    kernel: Kernel,
-    tile: Option<(u32, u32)>,
+    options: Conv2dOptions,
     cpu_ms: Option<f64>,
 }
 
 impl Case2d<'_> {
-    fn options(&self) -> Conv2dOptions {
-        Conv2dOptions {
-            kernel: self.kernel,
-            tile: self.tile,
-            ..Default::default()
-        }
-    }
-
-    fn measure(
-        &self,
-        engine: &Engine,
-        ceilings: &Ceilings,
-        rng: &mut StdRng,
-    ) -> Result<Row, String> {
-        let options = self.options();
-        let (image, mask) = (self.image, self.mask);
-        let launch = engine
-            .plan2d(mask, image.dim(), &options)
+    /// Times the case on `bench`'s engine and checks its output with `bench`'s generator.
+    fn measure(&self, bench: &mut Bench<'_>) -> Result<Row, String> {
+        let (image, mask, options) = (self.image, self.mask, &self.options);
+        let launch = bench
+            .engine
+            .plan2d(mask, image.dim(), options)
             .map_err(|e| e.to_string())?;
         let (output, kernel_ms, end_to_end_ms) = measure(
-            |runs| engine.time_correlate2d(image, mask, &options, runs),
-            || engine.correlate2d(image, mask, &options).map(drop),
+            |runs| bench.engine.time_correlate2d(image, mask, options, runs),
+            || bench.engine.correlate2d(image, mask, options).map(drop),
         )?;
         let (side, channels) = (image.dim().0, image.dim().2);
         let mask_name = format!("{}x{}", mask.dim().0, mask.dim().1);
@@ -553,7 +535,7 @@ impl Case2d<'_> {
         let measured = Measured {
             name: format!(
                 "2d/{}/{side}x{side}x{channels}/m{mask_name}/t{tile_name}",
-                self.kernel
+                options.kernel
             ),
             dims: 2,
             elements: image.len(),
@@ -564,10 +546,10 @@ impl Case2d<'_> {
             end_to_end_ms,
             cpu_ms: self.cpu_ms,
             reduction: predicted_reduction(&launch, mask.dim(), channels),
-            max_error: check_2d(image.view(), mask, output.view(), rng),
+            max_error: check_2d(image.view(), mask, output.view(), &mut bench.rng),
             launch,
         };
-        Ok(measured.into_row(ceilings))
+        Ok(measured.into_row(&bench.ceilings))
     }
 }
 
