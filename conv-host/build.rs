@@ -1,20 +1,59 @@
 //! Compiles the `conv-kernels` crate to PTX for `nvptx64-nvidia-cuda` and leaves it in
-//! `$OUT_DIR/conv_kernels.ptx` for `include_str!`.
+//! `$OUT_DIR/conv_kernels.ptx` and `$OUT_DIR/hopper_kernels.ptx` for `include_str!`.
 //!
 //! The nested cargo gets its own target directory (sharing ours would deadlock on the build lock),
 //! `RUSTC_BOOTSTRAP=1` for the kernel crate's unstable features (this build only), and
 //! `-Zbuild-std=core` because rustup ships no prebuilt `core` for the NVPTX target.
 //!
-//! GPU architecture: `sm_70` with PTX ISA 7.0. The driver JIT-compiles this PTX for the GPU it
-//! runs on, so one build serves every NVIDIA GPU from Volta (sm_70) on, Hopper included.
+//! GPU architectures: every kernel for `sm_70` with PTX ISA 7.0 (the driver JIT-compiles this
+//! PTX for the GPU it runs on, so one build serves every NVIDIA GPU from Volta on, Hopper
+//! included), and the kernels that need Hopper's tensor copies (`conv2d_separable_tma_*`)
+//! again for `sm_90` with PTX ISA 8.0, from a second build of the crate with `--cfg
+//! conv_hopper`; the engine loads those only on devices of compute capability 9.0 or more.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, exit};
 
 const TARGET: &str = "nvptx64-nvidia-cuda";
-const TARGET_CPU: &str = "sm_70";
-const PTX_ISA: &str = "+ptx70";
+
+/// One PTX build of the kernel crate.
+struct Build {
+    /// Target directory under `OUT_DIR` (each build its own, so neither invalidates the other).
+    dir: &'static str,
+    cpu: &'static str,
+    ptx_isa: &'static str,
+    cfg: Option<&'static str>,
+    /// Output PTX and entry table, and the table's name.
+    ptx_file: &'static str,
+    table_file: &'static str,
+    table: &'static str,
+    /// Which entry points the PTX keeps.
+    keep: fn(&str) -> bool,
+}
+
+const BUILDS: [Build; 2] = [
+    Build {
+        dir: "kernels",
+        cpu: "sm_70",
+        ptx_isa: "+ptx70",
+        cfg: None,
+        ptx_file: "conv_kernels.ptx",
+        table_file: "entry_ranges.rs",
+        table: "ENTRY_RANGES",
+        keep: |_| true,
+    },
+    Build {
+        dir: "kernels-sm90",
+        cpu: "sm_90",
+        ptx_isa: "+ptx80",
+        cfg: Some("conv_hopper"),
+        ptx_file: "hopper_kernels.ptx",
+        table_file: "hopper_entry_ranges.rs",
+        table: "HOPPER_ENTRY_RANGES",
+        keep: |entry| entry.contains("_tma_"),
+    },
+];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("set by cargo"));
@@ -32,19 +71,38 @@ fn main() {
     check_components(&rustc);
 
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
-    let target_dir = out_dir.join("kernels");
+    for build in &BUILDS {
+        let ptx = build_ptx(&kernel_dir, &out_dir, &rustc, build);
+        let kept = keep_entries(&ptx, build.keep);
+        let bounded = bound_block_size(&kept);
+        std::fs::write(out_dir.join(build.ptx_file), &bounded)
+            .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
+        std::fs::write(
+            out_dir.join(build.table_file),
+            entry_ranges(&bounded, build.table),
+        )
+        .unwrap_or_else(|e| fail(&format!("cannot write the entry table: {e}")));
+    }
+}
+
+/// Compiles the kernel crate to PTX as `build` says, and returns the PTX.
+fn build_ptx(kernel_dir: &Path, out_dir: &Path, rustc: &str, build: &Build) -> String {
+    let target_dir = out_dir.join(build.dir);
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // The unroll threshold lets LLVM fully unroll the register-tiled kernels' loops over
     // compile-time mask sizes (up to 9 x 9), so their accumulators stay in registers.
-    let flags = [
-        format!("-Ctarget-cpu={TARGET_CPU}"),
-        format!("-Ctarget-feature={PTX_ISA}"),
+    let mut flags = vec![
+        format!("-Ctarget-cpu={}", build.cpu),
+        format!("-Ctarget-feature={}", build.ptx_isa),
         "-Cllvm-args=-unroll-threshold=20000".to_string(),
     ];
+    if let Some(cfg) = build.cfg {
+        flags.extend(["--cfg".to_string(), cfg.to_string()]);
+    }
 
     let mut command = Command::new(cargo);
     command
-        .current_dir(&kernel_dir)
+        .current_dir(kernel_dir)
         .args([
             "build",
             "--release",
@@ -55,7 +113,7 @@ fn main() {
         ])
         .arg("--target-dir")
         .arg(&target_dir)
-        .env("RUSTC", &rustc)
+        .env("RUSTC", rustc)
         .env("RUSTC_BOOTSTRAP", "1")
         .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\u{1f}"));
     // Nothing of the host build (clippy's wrapper, host RUSTFLAGS, a target override) may leak in.
@@ -75,31 +133,54 @@ fn main() {
         .unwrap_or_else(|e| fail(&format!("could not run cargo: {e}")));
     if !output.status.success() {
         eprintln!("{}", String::from_utf8_lossy(&output.stderr));
-        fail("the kernel crate conv-kernels did not compile to PTX (its cargo output is above)");
+        fail(&format!(
+            "the kernel crate conv-kernels did not compile to PTX for {} (its cargo output is above)",
+            build.cpu
+        ));
     }
 
     let ptx = target_dir
         .join(TARGET)
         .join("release")
         .join("conv_kernels.ptx");
-    let text = std::fs::read_to_string(&ptx)
-        .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())));
-    let bounded = bound_block_size(&text);
-    std::fs::write(out_dir.join("conv_kernels.ptx"), &bounded)
-        .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
-    std::fs::write(out_dir.join("entry_ranges.rs"), entry_ranges(&bounded))
-        .unwrap_or_else(|e| fail(&format!("cannot write the entry table: {e}")));
+    std::fs::read_to_string(&ptx)
+        .unwrap_or_else(|e| fail(&format!("no PTX at {}: {e}", ptx.display())))
+}
+
+/// The PTX without the definitions of the entry points `keep` rejects (their declarations,
+/// the module-scope symbols and the helper functions stay).
+fn keep_entries(ptx: &str, keep: fn(&str) -> bool) -> String {
+    let mut text = String::with_capacity(ptx.len());
+    let mut at = 0;
+    for (name, start, end) in entry_spans(ptx) {
+        if !keep(name) {
+            text.push_str(&ptx[at..start]);
+            at = end;
+        }
+    }
+    text.push_str(&ptx[at..]);
+    text
 }
 
 /// The byte range of every kernel entry point's definition in the PTX (from its `.visible
-/// .entry` line to its closing brace), as a Rust table in PTX order: the engine loads each
-/// kernel as its own module, the PTX without the other entries' definitions, so that the
+/// .entry` line to its closing brace), as a Rust table `table` in PTX order: the engine loads
+/// each kernel as its own module, the PTX without the other entries' definitions, so that the
 /// driver JIT-compiles only the kernels a program uses.
-fn entry_ranges(ptx: &str) -> String {
-    let mut table = String::from(
-        "/// `(entry point, start, end)`: each kernel's definition in `KERNELS_PTX`, in order.\n\
-         pub(crate) const ENTRY_RANGES: &[(&str, usize, usize)] = &[\n",
+fn entry_ranges(ptx: &str, table: &str) -> String {
+    let mut text = format!(
+        "/// `(entry point, start, end)`: each kernel's definition in its PTX, in order.\n\
+         pub(crate) const {table}: &[(&str, usize, usize)] = &[\n"
     );
+    for (name, start, end) in entry_spans(ptx) {
+        text.push_str(&format!("    (\"{name}\", {start}, {end}),\n"));
+    }
+    text.push_str("];\n");
+    text
+}
+
+/// `(entry point, start, end)` of every kernel entry point's definition in the PTX.
+fn entry_spans(ptx: &str) -> Vec<(&str, usize, usize)> {
+    let mut spans = Vec::new();
     let mut at = 0;
     let mut entry: Option<(&str, usize, i64)> = None;
     for line in ptx.split_inclusive('\n') {
@@ -112,7 +193,7 @@ fn entry_ranges(ptx: &str) -> String {
             let opened = line.contains('{');
             *depth += line.matches('{').count() as i64 - line.matches('}').count() as i64;
             if (opened || line.contains('}')) && *depth == 0 {
-                table.push_str(&format!("    (\"{name}\", {start}, {end}),\n"));
+                spans.push((*name, *start, end));
                 entry = None;
             }
         }
@@ -121,8 +202,7 @@ fn entry_ranges(ptx: &str) -> String {
     if entry.is_some() {
         fail("the PTX ends inside a kernel entry point");
     }
-    table.push_str("];\n");
-    table
+    spans
 }
 
 /// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled, streaming and separable kernels)

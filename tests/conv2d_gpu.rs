@@ -660,7 +660,163 @@ fn separable_small_cases() {
                 check_separable(&mut rng, &mask, channels, image);
             }
         }
+        if shape.0 == shape.1 && has_tensor_copies() {
+            for image in [(37, 53), (20, 150)] {
+                check_tensor_copies(&mut rng, &mask, image);
+            }
+        }
     }
+}
+
+/// Whether the device has Hopper's tensor copies (`Kernel::SeparableTma`).
+fn has_tensor_copies() -> bool {
+    engine().device().compute_capability.0 >= 9
+}
+
+/// One tensor-copy configuration (zero border, mask centred along the rows, a random anchor
+/// down the columns, correlation or convolution, contiguous or strided, clamped or not)
+/// against the reference.
+fn check_tensor_copies(rng: &mut StdRng, mask: &Array2<f32>, (h, w): (usize, usize)) {
+    let convolve = rng.random_bool(0.5);
+    let options = Conv2dOptions {
+        origin: [random_origin(rng, mask.nrows(), convolve), 0],
+        kernel: Kernel::SeparableTma,
+        clamp: rng.random_bool(0.25).then_some(Clamp { lo: -0.1, hi: 0.2 }),
+        ..Default::default()
+    };
+    let what = format!(
+        "tensor copies {:?} {h}x{w} {options:?} convolve {convolve}",
+        mask.dim()
+    );
+    let big = random_array3(rng, (2 * h, w + 3, 1));
+    let image = if rng.random_bool(0.25) {
+        big.slice(s![..;2, 3.., 0])
+    } else {
+        big.slice(s![..h, ..w, 0])
+    };
+    check_gpu2d(image, mask.view(), &options, convolve, &what);
+}
+
+/// The tensor-copy kernels on every mask size, against the reference, on images narrower and
+/// wider than a strip, shorter and taller than a block, smaller than the mask; `Auto`'s choice
+/// of them; and the typed errors where they do not apply (on a GPU without tensor copies,
+/// everywhere), after which the engine still works.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn tensor_copy_kernels_match_the_reference() {
+    let (mut rng, seed) = rng("tensor copies");
+    let named = Conv2dOptions {
+        kernel: Kernel::SeparableTma,
+        ..Default::default()
+    };
+    let mask = random_separable_mask(&mut rng, (31, 31));
+    let image = random_array3(&mut rng, (300, 257, 1)).index_axis_move(Axis(2), 0);
+    if !has_tensor_copies() {
+        assert!(matches!(
+            engine().correlate2d(&image, &mask, &named),
+            Err(ConvError::InvalidLaunch { .. })
+        ));
+        common::assert_engine_works();
+        eprintln!("tensor copies: not on this device; naming them is a typed error");
+        return;
+    }
+    let mut runs = 0;
+    let images = [
+        (1, 1),
+        (67, 1),
+        (37, 53),
+        (300, 257),
+        (600, 41),
+        (5, 700),
+        (1500, 700),
+    ];
+    for m in (3..=31).step_by(2) {
+        let mask = random_separable_mask(&mut rng, (m, m));
+        let auto = engine()
+            .plan2d(&mask, (4096, 4096, 1), &Conv2dOptions::default())
+            .unwrap();
+        let expected = if m >= 9 {
+            Kernel::SeparableTma
+        } else {
+            Kernel::Separable
+        };
+        assert_eq!(
+            auto.kernel, expected,
+            "Auto's design for a rank-1 {m} x {m} mask"
+        );
+        for image in images {
+            check_tensor_copies(&mut rng, &mask, image);
+            runs += 1;
+        }
+    }
+    // Several strips and block rows of many steps each.
+    for m in [9, 31] {
+        let mask = random_separable_mask(&mut rng, (m, m));
+        check_tensor_copies(&mut rng, &mask, (2304, 2048));
+        runs += 1;
+    }
+    // Where they do not apply: other borders, off-centre rows, channels, shapes, general
+    // masks, tiles. Each a typed error, and Auto then takes the thread-staged kernel.
+    let off_centre = Conv2dOptions {
+        origin: [0, 1],
+        ..named
+    };
+    let rgb = random_array3(&mut rng, (40, 50, 3));
+    let mut general = mask.clone();
+    general[[2, 3]] += 1e-3;
+    let failures = [
+        engine().correlate2d(
+            &image,
+            &mask,
+            &Conv2dOptions {
+                mode: BoundaryMode::Reflect,
+                ..named
+            },
+        ),
+        engine().correlate2d(
+            &image,
+            &mask,
+            &Conv2dOptions {
+                mode: BoundaryMode::Constant(1.0),
+                ..named
+            },
+        ),
+        engine().correlate2d(&image, &mask, &off_centre),
+        engine()
+            .correlate2d(&rgb, &mask, &named)
+            .map(|a| a.index_axis_move(Axis(2), 0)),
+        engine().correlate2d(&image, &random_separable_mask(&mut rng, (5, 7)), &named),
+        engine().correlate2d(&image, &general, &named),
+        engine().correlate2d(
+            &image,
+            &mask,
+            &Conv2dOptions {
+                tile: Some((32, 8)),
+                ..named
+            },
+        ),
+    ];
+    for (case, result) in failures.into_iter().enumerate() {
+        assert!(
+            matches!(result, Err(ConvError::InvalidLaunch { .. })),
+            "case {case}: {result:?}"
+        );
+    }
+    for options in [
+        Conv2dOptions {
+            mode: BoundaryMode::Reflect,
+            ..Default::default()
+        },
+        Conv2dOptions {
+            origin: [0, 1],
+            ..Default::default()
+        },
+    ] {
+        let plan = engine().plan2d(&mask, (4096, 4096, 1), &options).unwrap();
+        assert_eq!(plan.kernel, Kernel::Separable, "{options:?}");
+    }
+    common::assert_engine_works();
+    eprintln!("tensor copies: {runs} runs matched the reference (seed {seed})");
 }
 
 #[test]
@@ -721,9 +877,17 @@ fn separable_kernels_match_the_reference() {
             let large = shape.0 * shape.1 > 50;
             let factored = shape.0 > 1 && shape.1 > 1 && (wide_separable || large || !register);
             assert_eq!(
-                plan.kernel == Kernel::Separable,
+                matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma),
                 factored,
                 "Auto's design for a separable {shape:?} mask, {channels} channels"
+            );
+            // Tensor copies from 9 x 9 on, one channel (the default zero border, centred).
+            let tensor_copies =
+                has_tensor_copies() && wide_separable && channels == 1 && shape.0 >= 9;
+            assert_eq!(
+                plan.kernel == Kernel::SeparableTma,
+                tensor_copies,
+                "{shape:?}"
             );
             for image in images {
                 check_separable(&mut rng, &mask, channels, image);

@@ -401,6 +401,9 @@ pub(crate) struct Buffers {
     input: CudaSlice<f32>,
     pub(crate) output: CudaSlice<f32>,
     mask: Option<CudaSlice<f32>>,
+    /// A tensor map of `input`, passed in its place to the kernels that stage with tensor
+    /// copies.
+    tensor_map: Option<CudaSlice<u64>>,
 }
 
 /// One operation's hold on the engine: uploads, the constant mask, launches and downloads,
@@ -508,6 +511,56 @@ impl Session<'_> {
             .context(|| "uploading the mask to constant memory".into())
     }
 
+    /// Makes a tensor map of `buffers`' input (`elements x height` `f32`, rows `pitch` elements
+    /// apart, boxes of `box_dims`, zeros outside) and uploads it; the launches then pass it in
+    /// the input's place, as the tensor-copy kernels take it.
+    pub(crate) fn set_tensor_map(
+        &self,
+        buffers: &mut Buffers,
+        (elements, height, pitch): (u64, u64, u64),
+        box_dims: (u32, u32),
+    ) -> Result<()> {
+        use cudarc::driver::DevicePtr;
+        use cudarc::driver::sys::{
+            CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
+            CUtensorMapL2promotion, CUtensorMapSwizzle, cuTensorMapEncodeTiled,
+        };
+        let stream = &self.engine.stream;
+        let (address, _record) = buffers.input.device_ptr(stream);
+        let mut map = CUtensorMap { opaque: [0; 16] };
+        let dims = [elements, height];
+        let strides = [pitch * 4];
+        let boxes = [box_dims.0, box_dims.1];
+        let element_strides = [1u32, 1];
+        // SAFETY: `map` is a writable tensor map; the arrays hold the rank's (2) dimensions,
+        // box sides and element strides and its rank - 1 strides; `address` is a live device
+        // allocation of `pitch * height` f32, 16-byte aligned, as the driver requires.
+        unsafe {
+            cuTensorMapEncodeTiled(
+                &mut map,
+                CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_FLOAT32,
+                2,
+                address as *mut std::ffi::c_void,
+                dims.as_ptr(),
+                strides.as_ptr(),
+                boxes.as_ptr(),
+                element_strides.as_ptr(),
+                CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+                CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+                CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+            )
+        }
+        .result()
+        .context(|| "encoding the input's tensor map".into())?;
+        buffers.tensor_map = Some(
+            stream
+                .clone_htod(&map.opaque)
+                .context(|| "uploading the tensor map".into())?,
+        );
+        Ok(())
+    }
+
     /// Stages one operation's data for `plan`: uploads `input`, allocates a poisoned output of
     /// the same length, and puts the mask in the kernel's constant memory or in a device buffer.
     pub(crate) fn stage(&self, plan: &LaunchPlan, input: &[f32], mask: &[f32]) -> Result<Buffers> {
@@ -530,11 +583,12 @@ impl Session<'_> {
             input: input_buffer,
             output,
             mask,
+            tensor_map: None,
         })
     }
 
-    /// Launches a convolution kernel with the arguments every one takes: input, mask (only the
-    /// global-mask kernels), output, parameters.
+    /// Launches a convolution kernel with the arguments every one takes: input (its tensor map
+    /// for the tensor-copy kernels), mask (only the global-mask kernels), output, parameters.
     fn launch_conv<'a, P: DeviceRepr>(
         &'a self,
         kernel: &'static str,
@@ -543,7 +597,10 @@ impl Session<'_> {
         params: &'a P,
     ) -> Result<()> {
         self.launch(kernel, config, |args| {
-            args.arg(&buffers.input);
+            match &buffers.tensor_map {
+                Some(map) => args.arg(map),
+                None => args.arg(&buffers.input),
+            };
             if let Some(mask) = &buffers.mask {
                 args.arg(mask);
             }

@@ -1,35 +1,47 @@
 //! The kernels' PTX, and the module of each kernel in it.
 //!
-//! The build script compiles `conv-kernels` to one PTX file of about 120 entry points (every
-//! specialised size and channel count). JIT-compiling all of it takes the driver seconds (about
+//! The build script compiles `conv-kernels` to one PTX file of about 220 entry points (every
+//! specialised size and channel count) for sm_70, and a second one for sm_90 with the kernels
+//! that need Hopper (the tensor-copy separable kernels). JIT-compiling all of it takes the driver seconds (about
 //! 10 s on an H200 for the first run after a build), most of it for kernels a program never
 //! launches, so the engine loads each kernel as its own module the first time it is used: the
 //! PTX with every other entry point's definition cut out (the declarations, the constant-memory
 //! mask and the helper functions stay; they are about 12 KB).
 
 include!(concat!(env!("OUT_DIR"), "/entry_ranges.rs"));
+include!(concat!(env!("OUT_DIR"), "/hopper_entry_ranges.rs"));
 
-/// The PTX of `conv-kernels`, compiled by this crate's build script.
+/// The PTX of `conv-kernels` for sm_70, compiled by this crate's build script.
 pub(crate) const KERNELS_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/conv_kernels.ptx"));
+/// The PTX of the kernels that need sm_90, from the build script's second build.
+pub(crate) const HOPPER_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/hopper_kernels.ptx"));
 
-/// The PTX of a module holding only the kernel `entry`, or `None` if the PTX has no such entry
-/// point.
+/// The PTX of a module holding only the kernel `entry`, or `None` if neither PTX has such an
+/// entry point.
 pub(crate) fn module_source(entry: &str) -> Option<String> {
-    let own = ENTRY_RANGES
-        .iter()
-        .position(|&(name, _, _)| name == entry)?;
-    let (_, start, end) = ENTRY_RANGES[own];
-    let others: usize = ENTRY_RANGES.iter().map(|&(_, s, e)| e - s).sum();
-    let mut text = String::with_capacity(KERNELS_PTX.len() - others + end - start);
+    [
+        (KERNELS_PTX, ENTRY_RANGES),
+        (HOPPER_PTX, HOPPER_ENTRY_RANGES),
+    ]
+    .into_iter()
+    .find_map(|(ptx, ranges)| only_entry(ptx, ranges, entry))
+}
+
+/// `ptx` without the definitions of its entry points (`ranges`) other than `entry`.
+fn only_entry(ptx: &str, ranges: &[(&str, usize, usize)], entry: &str) -> Option<String> {
+    let own = ranges.iter().position(|&(name, _, _)| name == entry)?;
+    let (_, start, end) = ranges[own];
+    let others: usize = ranges.iter().map(|&(_, s, e)| e - s).sum();
+    let mut text = String::with_capacity(ptx.len() - others + end - start);
     let mut at = 0;
-    for (index, &(_, start, end)) in ENTRY_RANGES.iter().enumerate() {
-        text.push_str(&KERNELS_PTX[at..start]);
+    for (index, &(_, start, end)) in ranges.iter().enumerate() {
+        text.push_str(&ptx[at..start]);
         if index == own {
-            text.push_str(&KERNELS_PTX[start..end]);
+            text.push_str(&ptx[start..end]);
         }
         at = end;
     }
-    text.push_str(&KERNELS_PTX[at..]);
+    text.push_str(&ptx[at..]);
     Some(text)
 }
 
@@ -39,16 +51,41 @@ mod tests {
 
     #[test]
     fn entry_ranges_cover_every_entry_point_in_order() {
-        let entries = KERNELS_PTX.matches(".visible .entry ").count();
-        assert_eq!(ENTRY_RANGES.len(), entries);
-        let mut at = 0;
-        for &(name, start, end) in ENTRY_RANGES {
-            assert!(at <= start && start < end, "{name}");
-            let definition = &KERNELS_PTX[start..end];
-            assert!(definition.starts_with(&format!(".visible .entry {name}(")));
-            assert!(definition.trim_end().ends_with('}'), "{name}");
-            at = end;
+        for (ptx, ranges) in [
+            (KERNELS_PTX, ENTRY_RANGES),
+            (HOPPER_PTX, HOPPER_ENTRY_RANGES),
+        ] {
+            let entries = ptx.matches(".visible .entry ").count();
+            assert_eq!(ranges.len(), entries);
+            let mut at = 0;
+            for &(name, start, end) in ranges {
+                assert!(at <= start && start < end, "{name}");
+                let definition = &ptx[start..end];
+                assert!(definition.starts_with(&format!(".visible .entry {name}(")));
+                assert!(definition.trim_end().ends_with('}'), "{name}");
+                at = end;
+            }
         }
+    }
+
+    #[test]
+    fn the_hopper_ptx_holds_the_tensor_copy_kernels_only() {
+        assert!(HOPPER_PTX.contains(".target sm_90"));
+        assert!(KERNELS_PTX.contains(".target sm_70"));
+        let names: Vec<&str> = HOPPER_ENTRY_RANGES
+            .iter()
+            .map(|&(name, _, _)| name)
+            .collect();
+        assert_eq!(names.len(), crate::abi::SEPARABLE_MASKS.len());
+        assert!(
+            names
+                .iter()
+                .all(|name| name.starts_with("conv2d_separable_tma_m"))
+        );
+        assert!(!KERNELS_PTX.contains("cp.async.bulk.tensor"));
+        let text = module_source("conv2d_separable_tma_m31_c1").expect("an entry point");
+        assert!(text.contains("cp.async.bulk.tensor") && text.contains(".target sm_90"));
+        assert_eq!(text.matches(".visible .entry ").count(), 1);
     }
 
     #[test]

@@ -101,6 +101,15 @@ pub enum Kernel {
     /// (see [`SEPARABLE_TOLERANCE`](crate::SEPARABLE_TOLERANCE)); naming any other kernel opts
     /// out. Naming it for a mask that is not separable is an error.
     Separable,
+    /// `Separable`'s passes with the input rows staged by Hopper's tensor memory accelerator
+    /// instead of the threads: one thread asks for the next rows while the block filters the
+    /// current ones, so no thread spends instructions or waits on staging (H200, 8192^2, 31 x
+    /// 31: 0.203 against 0.253 ms). It needs a GPU of compute capability 9.0 or more, one
+    /// channel, a square rank-1 mask of 3 to 31 taps (odd) centred along the rows
+    /// (`origin[1] = 0`) and the zero border, `BoundaryMode::Constant(0.0)` (the copies read
+    /// elements outside the image as zeros); naming it otherwise is an error. `Auto` picks it
+    /// for such masks from 9 x 9 on.
+    SeparableTma,
 }
 
 impl Kernel {
@@ -113,7 +122,7 @@ impl Kernel {
     ];
 
     /// Every design a caller can name, `Auto` first.
-    pub const EVERY: [Kernel; 7] = [
+    pub const EVERY: [Kernel; 8] = [
         Kernel::Auto,
         Kernel::Basic,
         Kernel::ConstantMask,
@@ -121,6 +130,7 @@ impl Kernel {
         Kernel::TiledL2,
         Kernel::RegisterTiled,
         Kernel::Separable,
+        Kernel::SeparableTma,
     ];
 
     /// The name [`FromStr`] accepts.
@@ -133,6 +143,7 @@ impl Kernel {
             Kernel::TiledL2 => "tiled-l2",
             Kernel::RegisterTiled => "register",
             Kernel::Separable => "separable",
+            Kernel::SeparableTma => "separable-tma",
         }
     }
 }

@@ -79,13 +79,15 @@ impl EntryPoints {
             (Kernel::Tiled, false) => self.tiled_global_mask,
             (Kernel::TiledL2, true) => self.tiled_l2,
             (Kernel::TiledL2, false) => self.tiled_l2_global_mask,
-            // RegisterTiled and Separable are planned by the 1D and 2D modules before here.
+            // RegisterTiled and the separable designs are planned by the 1D and 2D modules
+            // before here.
             (
                 Kernel::Basic
                 | Kernel::ConstantMask
                 | Kernel::Auto
                 | Kernel::RegisterTiled
-                | Kernel::Separable,
+                | Kernel::Separable
+                | Kernel::SeparableTma,
                 _,
             ) => self.basic,
         };

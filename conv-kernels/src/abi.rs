@@ -223,6 +223,46 @@ impl SeparableWideLayout {
     }
 }
 
+/// Elements of a row of a tensor-copy box (`SeparableTmaLayout`): 45 16-byte quads, an odd
+/// number, so that 8 rows' quads at the same element fall on 8 groups of banks.
+pub const TMA_BOX_WIDTH: u64 = 180;
+/// The staged element where a wide separable block's second tensor-copy region starts: the
+/// window of the first row-pass segment that needs it (segment 7 of 16, element 112).
+pub const TMA_SECOND_REGION: u64 = 112;
+
+/// Shared memory of a wide separable block staged by tensor copies (one channel), in `f32`
+/// words: two regions of 32 rows x `TMA_BOX_WIDTH` (staged elements from 0 and from
+/// `TMA_SECOND_REGION`), the ring of row-filtered rows, and the step's `mbarrier`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeparableTmaLayout {
+    /// Words of one region (`32 x TMA_BOX_WIDTH`).
+    pub region_words: u64,
+    /// First word and rows of the ring.
+    pub ring: u64,
+    pub ring_rows: u64,
+    /// Word of the 8-byte `mbarrier`.
+    pub barrier: u64,
+    /// Total words.
+    pub words: u64,
+}
+
+impl SeparableTmaLayout {
+    /// The layout for a square mask of `mask` taps a side over one channel.
+    pub const fn new(mask: u64) -> Self {
+        let region_words = SEPARABLE_WIDE_CHUNK_ROWS as u64 * TMA_BOX_WIDTH;
+        let ring = 2 * region_words;
+        let ring_rows = strip_ring_rows(mask);
+        let barrier = ring + ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
+        Self {
+            region_words,
+            ring,
+            ring_rows,
+            barrier,
+            words: barrier + 2,
+        }
+    }
+}
+
 /// Most shared-memory words of a wide separable block for two blocks per SM on Hopper (228
 /// KiB, 1 KiB of it reserved per block).
 pub const SEPARABLE_WIDE_MAX_WORDS: u64 = (228 * 1024 / 2 - 1024) / 4;

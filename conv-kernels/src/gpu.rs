@@ -12,7 +12,8 @@ global_asm!(
     ".const .align 4 .f32 MASK[{capacity}];",
     capacity = const MASK_CAPACITY,
 );
-global_asm!(".extern .shared .align 16 .b8 DYNAMIC_SMEM[];");
+// Aligned to 128 bytes: tensor copies (`separable_tma`) write boxes at 128-byte aligned offsets.
+global_asm!(".extern .shared .align 128 .b8 DYNAMIC_SMEM[];");
 
 /// `value`, hidden from LLVM: a loop over `0..opaque(n)` keeps its trip count from the
 /// unroller (the kernels' unroll threshold fully unrolls every loop with a constant one).
@@ -356,5 +357,104 @@ impl SharedTile {
             );
         }
         value
+    }
+}
+
+/// A transaction barrier (`mbarrier`) in shared memory, at a shared-window address, that
+/// tensor copies complete (Hopper, sm_90).
+#[cfg(conv_hopper)]
+#[derive(Clone, Copy)]
+pub struct TransactionBarrier(pub u32);
+
+#[cfg(conv_hopper)]
+impl TransactionBarrier {
+    /// Initialises the barrier for one arrival per phase and makes it visible to the tensor
+    /// copies; the block must wait (`sync_threads`) before any thread uses it.
+    ///
+    /// # Safety
+    /// The address is 8-byte aligned shared memory of this block, used for nothing else; one
+    /// thread calls this.
+    #[inline(always)]
+    pub unsafe fn init(self) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            asm!(
+                "mbarrier.init.shared.b64 [{bar}], 1;",
+                "fence.mbarrier_init.release.cluster;",
+                "fence.proxy.async.shared::cta;",
+                bar = in(reg32) self.0,
+                options(nostack),
+            );
+        }
+    }
+
+    /// Arrives once and expects `bytes` of tensor copies to complete the phase.
+    ///
+    /// # Safety
+    /// Initialised; one arrival per phase.
+    #[inline(always)]
+    pub unsafe fn arrive_expecting(self, bytes: u32) {
+        // SAFETY: the caller's contract.
+        unsafe {
+            asm!(
+                "{{ .reg .b64 state; mbarrier.arrive.expect_tx.shared.b64 state, [{bar}], {bytes}; }}",
+                bar = in(reg32) self.0,
+                bytes = in(reg32) bytes,
+                options(nostack),
+            );
+        }
+    }
+
+    /// Waits until the phase of parity `parity` is complete.
+    ///
+    /// # Safety
+    /// Initialised.
+    #[inline(always)]
+    pub unsafe fn wait(self, parity: u32) {
+        loop {
+            let done: u32;
+            // SAFETY: the caller's contract; a test, no side effect but the wait.
+            unsafe {
+                asm!(
+                    "{{ .reg .pred done; mbarrier.try_wait.parity.shared.b64 done, [{bar}], {parity}; selp.u32 {out}, 1, 0, done; }}",
+                    bar = in(reg32) self.0,
+                    parity = in(reg32) parity,
+                    out = out(reg32) done,
+                    options(nostack),
+                );
+            }
+            if done != 0 {
+                break;
+            }
+        }
+    }
+}
+
+/// Copies the box of the tensor map at global address `map` at element `(x, y)` to
+/// shared-window address `target`, completing `barrier`'s transactions (out-of-bounds elements
+/// read as zero).
+///
+/// # Safety
+/// `map` holds a tensor map the host wrote before the launch; `target` is 128-byte aligned
+/// shared memory of this block with room for the box; the barrier expects the bytes.
+#[cfg(conv_hopper)]
+#[inline(always)]
+pub unsafe fn tensor_copy_2d(
+    map: *const u64,
+    target: u32,
+    (x, y): (i32, i32),
+    barrier: TransactionBarrier,
+) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        asm!(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [{target}], [{map}, {{{x}, {y}}}], [{bar}];",
+            map = in(reg64) map,
+            target = in(reg32) target,
+            x = in(reg32) x,
+            y = in(reg32) y,
+            bar = in(reg32) barrier.0,
+            options(nostack),
+        );
     }
 }

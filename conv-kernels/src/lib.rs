@@ -9,7 +9,8 @@
 //! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
 //! - [`conv1d`], [`conv2d`]: the kernels;
 //! - [`separable`], [`separable_wide`]: the fused two-pass kernels for separable 2D masks
-//!   (any shape; square masks of the common sizes);
+//!   (any shape; square masks of the common sizes), and `separable_tma`, the square ones staged
+//!   by Hopper's tensor copies (only in the `--cfg conv_hopper` build for sm_90);
 //! - [`stream`]: the streaming kernels for square general masks up to 9 x 9;
 //! - [`strip`]: the strip walk (staging into shared memory, the pass down the columns) that
 //!   the wide separable and streaming kernels share;
@@ -21,7 +22,8 @@
     stdarch_nvptx,
     asm_experimental_arch,
     core_intrinsics,
-    macro_metavar_expr_concat
+    macro_metavar_expr_concat,
+    stmt_expr_attributes
 )]
 #![allow(internal_features)]
 
@@ -59,6 +61,8 @@ pub mod conv1d;
 pub mod conv2d;
 pub mod gpu;
 pub mod separable;
+#[cfg(conv_hopper)]
+pub mod separable_tma;
 pub mod separable_wide;
 pub mod stream;
 pub mod strip;

@@ -32,7 +32,7 @@
 use crate::abi::{Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWideLayout};
 use crate::gpu::{ConstantMask, Mask, SharedTile, fma, sync_threads};
 use crate::strip::{CHUNK, PASS_ROWS, PassSums, Strip};
-use crate::wide::accumulate_window;
+use crate::wide::accumulate_window_after;
 
 /// Outputs of a row-pass segment.
 const SEGMENT: usize = 16;
@@ -68,53 +68,74 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
         // SAFETY: `input` is the image `p` describes.
         unsafe { strip.prefetch::<M, C>((input, p), step + 1) };
         sync_threads();
-        row_pass::<M, C>(strip, layout, step_slot);
+        row_pass::<M, C>(
+            strip,
+            ring,
+            step_slot,
+            (0, |row, x0| row * layout.staged_row_words + x0),
+        );
         sync_threads();
-        // SAFETY: ring rows of 256 + 4 words, row-filtered before the barrier; forwarded
-        // contract of `output`.
-        unsafe {
-            strip.pass::<M, 1, PASS_ROWS>(
-                (step, column_slot),
-                (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
-                (output, p),
-                |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| {
-                    for (k, row_sums) in sums.iter_mut().enumerate() {
-                        if i >= k && i - k < M {
-                            for (sum, &value) in row_sums.iter_mut().zip(&quad) {
-                                *sum = fma(column_taps[i - k], value, *sum);
-                            }
-                        }
-                    }
-                },
-            )
-        };
+        // SAFETY: forwarded contract of `output`.
+        unsafe { column_pass::<M>(strip, (step, column_slot), ring, &column_taps, (output, p)) };
         step_slot = strip.advance(step_slot, CHUNK);
         column_slot = strip.advance(column_slot, CHUNK);
     }
+}
+
+/// The column pass of step `step` over the ring at word `ring` (see [`Strip::pass`]).
+///
+/// # Safety
+/// The ring's rows were row-filtered before the last barrier; `output` is a pitched image as
+/// `p` describes, `p.pitch` a multiple of 4 and the buffer 16-byte aligned.
+#[inline(always)]
+pub(crate) unsafe fn column_pass<const M: usize>(
+    strip: Strip,
+    (step, column_slot): (u64, u64),
+    ring: u64,
+    column_taps: &[f32; M],
+    (output, p): (*mut f32, &Conv2dParams),
+) {
+    // SAFETY: ring rows of 256 + 4 words; forwarded contract of `output`.
+    unsafe {
+        strip.pass::<M, 1, PASS_ROWS>(
+            (step, column_slot),
+            (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
+            (output, p),
+            |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| {
+                for (k, row_sums) in sums.iter_mut().enumerate() {
+                    if i >= k && i - k < M {
+                        for (sum, &value) in row_sums.iter_mut().zip(&quad) {
+                            *sum = fma(column_taps[i - k], value, *sum);
+                        }
+                    }
+                }
+            },
+        )
+    };
 }
 
 /// Filters the step's 32 staged rows along the row into the ring: each thread two segments of
 /// 16 outputs, row `lane % 8 + 8 (warp % 4)`, segments `lane / 8 + 4 (warp / 4)` and 8 more,
 /// so a quarter-warp's 8 threads read and write the same elements of 8 consecutive rows.
 #[inline(always)]
-fn row_pass<const M: usize, const C: usize>(
+pub(crate) fn row_pass<const M: usize, const C: usize>(
     strip: Strip,
-    layout: SeparableWideLayout,
+    ring: u64,
     step_slot: u64,
+    (skip, staged_word): (usize, impl Fn(u64, u64) -> u64),
 ) {
     let row = strip.lane % 8 + 8 * (strip.warp % 4);
     let taps: [f32; M] = core::array::from_fn(|j| ConstantMask.tap(j as u64));
-    let staged = row * layout.staged_row_words;
-    let ring_row = CHUNK * layout.staged_row_words
-        + strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
+    let ring_row = ring + strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
     for half in 0..2 {
         let x0 = SEGMENT as u64 * (strip.lane / 8 + 4 * (strip.warp / 4) + 8 * half);
+        let staged = staged_word(row, x0);
         let mut acc = [0.0f32; SEGMENT];
-        accumulate_window::<SEGMENT, M, C>(&mut acc, &taps, |q| {
+        accumulate_window_after::<SEGMENT, M, C>(&mut acc, &taps, skip, |q| {
             // SAFETY: row `row < 32`; `x0 + 4q + 4 <= staged_row_words` (the window's quads
             // lie within the strip and halo rounded up to quads), stored before the barrier
             // or beyond the staged width, whose values feed nothing.
-            unsafe { SharedTile::load4(staged + x0 + 4 * q as u64) }
+            unsafe { SharedTile::load4(staged + 4 * q as u64) }
         });
         for (q, quad) in acc.chunks_exact(4).enumerate() {
             let quad = [quad[0], quad[1], quad[2], quad[3]];

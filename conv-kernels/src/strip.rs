@@ -54,9 +54,9 @@ pub struct Strip {
     pub ring_rows: u64,
     /// Elements of a staged row (strip plus halo) and their first image element.
     staged_w: u64,
-    first_e: i64,
+    pub(crate) first_e: i64,
     /// The image row of the block's first staged row.
-    first_y: i64,
+    pub(crate) first_y: i64,
     /// Whether every staged column lies inside the image.
     columns_inside: bool,
     /// First word of the column table.
@@ -90,7 +90,7 @@ impl Strip {
     /// # Safety
     /// The block has 256 threads (`Strip::begin`'s contract).
     #[inline(always)]
-    unsafe fn new<const M: usize, const C: usize>(
+    pub(crate) unsafe fn new<const M: usize, const C: usize>(
         p: &Conv2dParams,
         ring_rows: u64,
         column_table: u64,
@@ -278,7 +278,10 @@ impl Strip {
         if first_out + PASS_ROWS as i64 <= 0 || first_out >= self.out_rows as i64 {
             return;
         }
-        let band = |band: usize| {
+        // Inlined whatever the number of kernels sharing an instance of this pass: an
+        // outlined band took its captures through a 440-byte stack frame.
+        let band = #[inline(always)]
+        |band: usize| {
             let first_out = first_out + (R * band) as i64;
             let slot = self.advance(pass_slot, PASS_ROWS as u64 * group + (R * band) as u64);
             // Row `i` sits in slot `slot + i`, or `slot + i - ring_rows` from `i = ring_rows -

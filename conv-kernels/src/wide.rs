@@ -146,9 +146,24 @@ pub fn accumulate_window<const N: usize, const W: usize, const C: usize>(
     taps: &[f32; W],
     quad: impl Fn(usize) -> [f32; 4],
 ) {
-    for q in 0..(N + (W - 1) * C).div_ceil(4) {
+    accumulate_window_after::<N, W, C>(acc, taps, 0, quad);
+}
+
+/// [`accumulate_window`] over a window that starts `skip` elements into the first quad (`skip`
+/// a constant once inlined, below 4): for windows whose first element is not 16-byte aligned.
+#[inline(always)]
+pub fn accumulate_window_after<const N: usize, const W: usize, const C: usize>(
+    acc: &mut [f32; N],
+    taps: &[f32; W],
+    skip: usize,
+    quad: impl Fn(usize) -> [f32; 4],
+) {
+    for q in 0..(skip + N + (W - 1) * C).div_ceil(4) {
         for (d, &value) in quad(q).iter().enumerate() {
-            let k = 4 * q + d;
+            if 4 * q + d < skip {
+                continue;
+            }
+            let k = 4 * q + d - skip;
             for (n, sum) in acc.iter_mut().enumerate() {
                 if k >= n && (k - n) % C == 0 && (k - n) / C < W {
                     *sum = fma(taps[(k - n) / C], value, *sum);

@@ -396,7 +396,8 @@ fn check_2d(
 }
 
 impl Bench<'_> {
-    /// Measures 2D images of every size, mask shape and tile in scope, and rank-1 masks through the separable kernel.
+    /// Measures 2D images of every size, mask shape and tile in scope, and rank-1 masks through
+    /// the separable kernels.
     fn bench_2d(&mut self) -> Result<(), String> {
         let mut images: Vec<(usize, usize)> = match self.plan.scope {
             Scope::Targets => vec![(8192, 1)],
@@ -483,7 +484,7 @@ impl Bench<'_> {
 
 impl Bench<'_> {
     /// Measures a random rank-1 mask of `shape` (an outer product) over `image` through the
-    /// fused separable kernel.
+    /// fused separable kernels: staged by the threads, and by tensor copies where they apply.
     fn measure_rank_one(
         &mut self,
         image: &Array3<f32>,
@@ -493,18 +494,28 @@ impl Bench<'_> {
         let column = Array1::from(random_vec(&mut self.rng, shape.0));
         let row = Array1::from(random_vec(&mut self.rng, shape.1));
         let rank_one = Array2::from_shape_fn(shape, |(i, j)| column[i] * row[j]);
-        let options = Conv2dOptions {
-            kernel: Kernel::Separable,
-            ..Default::default()
-        };
-        let case = Case2d {
-            image,
-            mask: &rank_one,
-            options,
-            cpu_ms,
-        };
-        let row = case.measure(self)?;
-        self.rows.push(row);
+        for kernel in [Kernel::Separable, Kernel::SeparableTma] {
+            let options = Conv2dOptions {
+                kernel,
+                ..Default::default()
+            };
+            if kernel == Kernel::SeparableTma
+                && self
+                    .engine
+                    .plan2d(&rank_one, image.dim(), &options)
+                    .is_err()
+            {
+                continue;
+            }
+            let case = Case2d {
+                image,
+                mask: &rank_one,
+                options,
+                cpu_ms,
+            };
+            let row = case.measure(self)?;
+            self.rows.push(row);
+        }
         Ok(())
     }
 }

@@ -82,10 +82,10 @@ fn plan(
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
-    if kernel == Kernel::Separable {
+    if matches!(kernel, Kernel::Separable | Kernel::SeparableTma) {
         return Err(ConvError::InvalidLaunch {
             kernel: "conv1d",
-            reason: "Kernel::Separable applies to 2D masks".into(),
+            reason: format!("Kernel::{kernel:?} applies to 2D masks"),
         });
     }
     let register = REGISTER_ENTRY_POINTS_1D

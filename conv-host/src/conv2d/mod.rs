@@ -16,6 +16,7 @@ macro_rules! entry_point_table {
 
 pub(crate) mod reference;
 mod separable;
+mod separable_tma;
 
 #[cfg(test)]
 pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
@@ -23,8 +24,8 @@ pub use separable::SEPARABLE_TOLERANCE;
 
 use crate::abi::{
     Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_CHUNK_ROWS, SEPARABLE_THREADS,
-    SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, STREAM_MASKS, StreamLayout, WIDE_BLOCK,
-    WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
+    SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, STREAM_MASKS, StreamLayout, TMA_BOX_WIDTH,
+    WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
 };
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
@@ -141,12 +142,12 @@ fn plan(
     device: &DeviceInfo,
     mask: &Mask2d,
     (height, width, channels): (usize, usize, usize),
-    kernel: Kernel,
+    (kernel, mode): (Kernel, BoundaryMode),
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     let (rows, cols) = (mask.rows, mask.cols);
     match kernel {
-        Kernel::Separable if separable::factor(mask).is_none() => {
+        Kernel::Separable | Kernel::SeparableTma if separable::factor(mask).is_none() => {
             return Err(ConvError::InvalidLaunch {
                 kernel: "conv2d_separable",
                 reason: format!(
@@ -156,6 +157,9 @@ fn plan(
             });
         }
         Kernel::Separable => return separable::plan(device, (rows, cols), channels, tile),
+        Kernel::SeparableTma => {
+            return separable_tma::plan(device, mask, channels, mode, tile);
+        }
         // A 1 x N or N x 1 mask gains nothing from two passes. The wide separable kernels
         // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
         // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
@@ -170,6 +174,12 @@ fn plan(
                     || register_entry_point((rows, cols), channels).is_none())
                 && separable::factor(mask).is_some() =>
         {
+            // Masks from 9 x 9 on Hopper, zero border: the same passes staged by tensor copies.
+            if rows >= separable_tma::AUTO_FROM_MASK
+                && let Ok(plan) = separable_tma::plan(device, mask, channels, mode, tile)
+            {
+                return Ok(plan);
+            }
             if let Ok(plan) = separable::plan(device, (rows, cols), channels, tile)
                 && (separable::is_wide(&plan)
                     || general_separable_pays_off(
@@ -350,7 +360,7 @@ impl Engine {
             self.device(),
             mask,
             (height, width, channels.max(1)),
-            options.kernel,
+            (options.kernel, options.mode),
             options.tile,
         )
     }
@@ -492,7 +502,7 @@ impl Engine {
         let mut mask = orient2d(mask, options.origin, flip)?;
         let (height, width, channels) = D::image_shape(image.shape());
         let plan = self.plan_oriented(&mask, (height, width, channels), options)?;
-        if plan.kernel == Kernel::Separable {
+        if matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma) {
             // The kernel reads the factors in place of the taps (the plan found them).
             mask.values = separable::factor(&mask).ok_or(ConvError::InvalidLaunch {
                 kernel: plan.entry_point,
@@ -552,15 +562,27 @@ impl Engine {
         let elements = (shape.width * shape.channels) as u64;
         let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
         let sms = device.multiprocessor_count;
-        let strip_step = if is_stream(plan) || separable::is_wide(plan) {
-            Some(SEPARABLE_WIDE_CHUNK_ROWS)
-        } else if plan.kernel == Kernel::Separable {
-            Some(SEPARABLE_CHUNK_ROWS)
-        } else {
-            None
-        };
+        let strip_step =
+            if is_stream(plan) || separable::is_wide(plan) || separable_tma::is_tma(plan) {
+                Some(SEPARABLE_WIDE_CHUNK_ROWS)
+            } else if plan.kernel == Kernel::Separable {
+                Some(SEPARABLE_CHUNK_ROWS)
+            } else {
+                None
+            };
         let (tile_h, block, shared_memory_bytes) = match strip_step {
             // The strip designs: blocks as tall as their cost model says for this image.
+            Some(step) if separable_tma::is_tma(plan) => (
+                separable_tma::rows_per_block(
+                    height,
+                    blocks_x,
+                    mask.rows,
+                    (sms, session.resident_blocks(plan)?),
+                    step,
+                ),
+                plan.block,
+                plan.shared_memory_bytes,
+            ),
             Some(step) => (
                 separable::strip_rows_per_block(
                     height,
@@ -582,8 +604,17 @@ impl Engine {
         if blocks_x > u64::from(device.max_grid_dim.0) {
             return Err(ConvError::TooLarge { len: image.len() });
         }
-        let mut buffers = session.stage(plan, image, &mask.values)?;
         let (mode, cval) = launch.mode.code_and_cval();
+        let mut buffers = session.stage(plan, image, &mask.values)?;
+        if separable_tma::is_tma(plan) {
+            // Contract of the tensor-copy kernels: the map describes the input buffer as
+            // uploaded (`height` rows of `width` elements, `pitch` apart; one channel).
+            session.set_tensor_map(
+                &mut buffers,
+                (elements, u64::from(height), shape.pitch as u64),
+                (TMA_BOX_WIDTH as u32, SEPARABLE_WIDE_CHUNK_ROWS),
+            )?;
+        }
         let max_grid_y = u64::from(device.max_grid_dim.1);
         session.run_conv(
             plan.entry_point,

@@ -1,0 +1,261 @@
+//! The fused separable kernels staged by Hopper's tensor copies (`Kernel::SeparableTma`): when
+//! they apply, their plan, and the height of their blocks.
+
+use super::{Mask2d, separable};
+use crate::abi::{SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableTmaLayout};
+use crate::engine::DeviceInfo;
+use crate::error::{ConvError, Result};
+use crate::options::{BoundaryMode, Kernel};
+use crate::plan::{LaunchPlan, check_block};
+
+/// `[(size, name)]` of the one-channel entry points `{prefix}{size}_c1`.
+macro_rules! tma_entry_table {
+    ($prefix:literal: $($size:literal),+ $(,)?) => {
+        [$(($size, concat!($prefix, stringify!($size), "_c1")),)+]
+    };
+}
+
+/// The smallest mask side `Auto` runs through these kernels where they apply; smaller masks
+/// stay on the wide separable kernels, which stage with the threads. H200, 8192^2, one run:
+/// 31 x 31 0.2033 against 0.2530 ms, 17 x 17 0.163 against 0.180 ms, but 5 x 5 0.151
+/// against 0.144 ms.
+pub(crate) const AUTO_FROM_MASK: usize = 9;
+
+/// The tensor-copy entry points: `(mask size, name)`, one channel, as `conv-kernels` declares
+/// them (`separable_tma.rs`, sm_90 build).
+pub(crate) const ENTRY_POINTS: &[(u32, &str)] = &tma_entry_table!(
+    "conv2d_separable_tma_m": 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
+
+/// Why the tensor-copy kernels cannot run this mask, mode and channel count on this device,
+/// if they cannot. They need a GPU of compute capability 9.0 or more (Hopper's tensor memory
+/// accelerator), one channel, a square rank-1 mask of 3 to 31 taps (odd) whose anchor is its
+/// centre along the rows (`origin[1] = 0`: copies start at 16-byte aligned elements, so the
+/// kernels are compiled for that anchor), and the zero border, which the copies supply by
+/// reading elements outside the image as zeros.
+pub(crate) fn unsupported(
+    device: &DeviceInfo,
+    mask: &Mask2d,
+    channels: usize,
+    mode: BoundaryMode,
+) -> Option<String> {
+    let (major, minor) = device.compute_capability;
+    if major < 9 {
+        return Some(format!(
+            "tensor copies need compute capability 9.0 or more; this device has {major}.{minor}"
+        ));
+    }
+    if entry_point(mask.rows, mask.cols).is_none() {
+        return Some(format!(
+            "compiled for square masks of 3 to 31 taps (odd); this one is {} x {}",
+            mask.rows, mask.cols
+        ));
+    }
+    if channels != 1 {
+        return Some(format!(
+            "compiled for one channel; this image has {channels}"
+        ));
+    }
+    if mask.left != mask.cols / 2 {
+        return Some("compiled for masks centred along the rows (origin[1] = 0)".into());
+    }
+    if mode != BoundaryMode::Constant(0.0) {
+        return Some(format!(
+            "the tensor copies supply the zero border only (Constant(0.0)), not {mode:?}"
+        ));
+    }
+    None
+}
+
+fn entry_point(rows: usize, cols: usize) -> Option<&'static str> {
+    ENTRY_POINTS
+        .iter()
+        .find(|&&(m, _)| rows == m as usize && cols == m as usize)
+        .map(|&(_, name)| name)
+}
+
+/// Plans the tensor-copy kernel for a rank-1 mask, or explains why it cannot run.
+pub(crate) fn plan(
+    device: &DeviceInfo,
+    mask: &Mask2d,
+    channels: usize,
+    mode: BoundaryMode,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let invalid = |reason: String| ConvError::InvalidLaunch {
+        kernel: "conv2d_separable_tma",
+        reason,
+    };
+    if let Some(reason) = unsupported(device, mask, channels, mode) {
+        return Err(invalid(reason));
+    }
+    let entry_point = entry_point(mask.rows, mask.cols).ok_or_else(|| invalid(String::new()))?;
+    let block = (SEPARABLE_THREADS, 1);
+    if tile.is_some_and(|t| t != block) {
+        return Err(invalid(format!(
+            "the separable kernels use a fixed {block:?} block"
+        )));
+    }
+    let words = SeparableTmaLayout::new(mask.rows as u64).words;
+    check_block(device, entry_point, block, words * 4)?;
+    Ok(LaunchPlan {
+        kernel: Kernel::SeparableTma,
+        entry_point,
+        block,
+        output_tile: (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
+        shared_memory_bytes: (words * 4) as u32,
+        mask_in_constant_memory: true,
+    })
+}
+
+/// Whether `plan` runs a tensor-copy kernel.
+pub(crate) fn is_tma(plan: &LaunchPlan) -> bool {
+    plan.kernel == Kernel::SeparableTma
+}
+
+/// Output rows per block for an image of `height` rows in `strips` column strips, a mask
+/// `mask` rows tall and `chunk` input rows per step, on `multiprocessors` SMs that each run
+/// `resident` blocks at once: `chunk k - (mask - 1)` rows, with the `k` that minimises the rows
+/// the busiest SM filters, `max(ceil(blocks / multiprocessors), resident) x (2 chunk k - (mask -
+/// 1))`: each block filters its `chunk k` staged rows along the row and its output rows down
+/// the columns, and an SM with fewer blocks than it can hold is counted as full (one block
+/// alone is not faster than two together by as much as it has less to do). The thread-staged
+/// kernels' model (`separable::strip_rows_per_block`) adds a block of tail for their slower
+/// border strips; here every block takes about the same time, so whole waves are what counts.
+/// H200, 8192^2, 31 x 31 (32 strips, 132 SMs, 2 blocks each), steps per block 4, 6, 9, 13,
+/// 17: 0.230, 0.219, 0.204, 0.220, 0.195 ms, which this model ranks 4,746, 4,602, 4,368,
+/// 4,812, 4,232.
+pub(crate) fn rows_per_block(
+    height: u32,
+    strips: u64,
+    mask: usize,
+    (multiprocessors, resident): (u32, u32),
+    chunk: u32,
+) -> u32 {
+    let chunk = u64::from(chunk.max(1));
+    let (height, halo) = (u64::from(height).max(1), mask as u64 - 1);
+    let multiprocessors = u64::from(multiprocessors.max(1));
+    let steps_for_all = (height + halo).div_ceil(chunk);
+    let cost = |steps: u64| {
+        let rows = steps * chunk - halo;
+        let blocks = strips.max(1) * height.div_ceil(rows);
+        blocks.div_ceil(multiprocessors).max(u64::from(resident)) * (2 * steps * chunk - halo)
+    };
+    let steps = (1..=steps_for_all)
+        .filter(|&steps| steps * chunk > halo)
+        .min_by_key(|&steps| (cost(steps), steps))
+        .unwrap_or(steps_for_all);
+    (steps * chunk - halo).min(u64::from(u32::MAX)) as u32
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{
+        SEPARABLE_MASKS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, TMA_SECOND_REGION,
+    };
+
+    fn device(compute_capability: (i32, i32)) -> DeviceInfo {
+        DeviceInfo {
+            ordinal: 0,
+            name: "test".into(),
+            compute_capability,
+            max_threads_per_block: 1024,
+            max_shared_memory_per_block: 227 * 1024,
+            max_block_dim: (1024, 1024),
+            max_grid_dim: (i32::MAX as u32, 65535),
+            multiprocessor_count: 132,
+            clock_rate_khz: 1_980_000,
+            total_memory: 80 << 30,
+        }
+    }
+
+    fn centred(m: usize) -> Mask2d {
+        Mask2d {
+            values: vec![1.0; m * m],
+            rows: m,
+            cols: m,
+            top: m / 2,
+            left: m / 2,
+        }
+    }
+
+    #[test]
+    fn applies_only_to_hopper_one_channel_centred_square_masks_and_the_zero_border() {
+        let hopper = device((9, 0));
+        let zero = BoundaryMode::Constant(0.0);
+        for m in SEPARABLE_MASKS {
+            let plan = plan(&hopper, &centred(m as usize), 1, zero, None).expect("applies");
+            assert_eq!(plan.kernel, Kernel::SeparableTma);
+            assert_eq!(plan.entry_point, format!("conv2d_separable_tma_m{m}_c1"));
+        }
+        let mask = centred(31);
+        assert!(unsupported(&device((8, 0)), &mask, 1, zero).is_some());
+        assert!(unsupported(&hopper, &mask, 3, zero).is_some());
+        assert!(unsupported(&hopper, &mask, 1, BoundaryMode::Constant(1.0)).is_some());
+        assert!(unsupported(&hopper, &mask, 1, BoundaryMode::Reflect).is_some());
+        let off_centre = Mask2d {
+            left: 0,
+            ..centred(31)
+        };
+        assert!(unsupported(&hopper, &off_centre, 1, zero).is_some());
+        // Only the anchor along the rows matters: copies start anywhere along the columns.
+        let lower = Mask2d {
+            top: 0,
+            ..centred(31)
+        };
+        assert!(unsupported(&hopper, &lower, 1, zero).is_none());
+        let wide = Mask2d {
+            values: vec![1.0; 31 * 5],
+            rows: 5,
+            cols: 31,
+            top: 2,
+            left: 15,
+        };
+        assert!(unsupported(&hopper, &wide, 1, zero).is_some());
+        assert!(matches!(
+            plan(&hopper, &wide, 1, zero, None),
+            Err(ConvError::InvalidLaunch { .. })
+        ));
+        assert!(plan(&hopper, &centred(5), 1, zero, Some((32, 8))).is_err());
+    }
+
+    #[test]
+    fn every_row_pass_window_lies_in_one_region_and_two_blocks_fit_an_sm() {
+        for m in SEPARABLE_MASKS {
+            let m = u64::from(m);
+            let skip = (4 - (m / 2) % 4) % 4;
+            // Segment `x0` (16 outputs) reads words `x0 .. x0 + skip + 16 + m - 1`.
+            for x0 in (0..256).step_by(16) {
+                let end = x0 + skip + 16 + m - 1;
+                if x0 < TMA_SECOND_REGION {
+                    assert!(end <= TMA_BOX_WIDTH, "mask {m}, segment {x0}");
+                } else {
+                    assert!(end - TMA_SECOND_REGION <= TMA_BOX_WIDTH, "mask {m}, {x0}");
+                }
+            }
+            let layout = SeparableTmaLayout::new(m);
+            // Boxes land 128-byte aligned; the barrier is 8-byte aligned.
+            assert_eq!(layout.region_words * 4 % 128, 0);
+            assert_eq!(layout.barrier % 2, 0);
+            assert!(2 * (layout.words * 4 + 1024) <= 228 * 1024, "mask {m}");
+        }
+        // 45 quads a row: 8 rows' quads at the same element fall on 8 bank groups.
+        assert_eq!(TMA_BOX_WIDTH % 8, 4);
+    }
+
+    #[test]
+    fn blocks_fill_whole_waves() {
+        let chunk = SEPARABLE_WIDE_CHUNK_ROWS;
+        // 8192^2, 31 x 31, 32 strips, 132 SMs of 2 blocks: 33 steps, 8 block rows, 256
+        // blocks (65 steps would leave one block per SM).
+        assert_eq!(rows_per_block(8192, 32, 31, (132, 2), chunk), 33 * 32 - 30);
+        // A small image: many short blocks rather than a few long ones.
+        assert_eq!(rows_per_block(128, 1, 31, (132, 2), chunk), 2);
+        for (height, strips, mask) in [(8192, 32, 31), (4096, 16, 9), (1000, 4, 17), (1, 1, 3)] {
+            let rows = rows_per_block(height, strips, mask, (132, 2), chunk);
+            assert_eq!((u64::from(rows) + mask as u64 - 1) % u64::from(chunk), 0);
+            assert!(rows >= 1);
+        }
+    }
+}
