@@ -116,6 +116,7 @@ impl Engine {
             .context(|| "creating a stream".into())?;
         let kernels = crate::kernels::ENTRY_RANGES
             .iter()
+            .chain(crate::kernels::HOPPER_ENTRY_RANGES)
             .map(|&(name, _, _)| (name, OnceLock::new()))
             .collect();
         Ok(Self {
@@ -714,7 +715,7 @@ impl Session<'_> {
 
 #[cfg(test)]
 mod tests {
-    use crate::kernels::ENTRY_RANGES;
+    use crate::kernels::{ENTRY_RANGES, HOPPER_ENTRY_RANGES};
 
     /// The kernels the host launches by a fixed name.
     const KERNEL_NAMES: &[&str] = &[
@@ -761,5 +762,14 @@ mod tests {
         }
         // And nothing in the PTX is left unlaunched.
         assert_eq!(names.len(), ENTRY_RANGES.len());
+        // The same for the sm_90 PTX: the tensor-copy kernels.
+        let tensor_copies = crate::conv2d::TMA_ENTRY_POINTS;
+        for &(_, name) in tensor_copies {
+            assert!(
+                HOPPER_ENTRY_RANGES.iter().any(|&(entry, _, _)| entry == name),
+                "{name}"
+            );
+        }
+        assert_eq!(tensor_copies.len(), HOPPER_ENTRY_RANGES.len());
     }
 }

@@ -20,6 +20,8 @@ mod separable_tma;
 
 #[cfg(test)]
 pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
+#[cfg(test)]
+pub(crate) use separable_tma::ENTRY_POINTS as TMA_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
 
 use crate::abi::{
