@@ -766,7 +766,9 @@ mod tests {
         let tensor_copies = crate::conv2d::TMA_ENTRY_POINTS;
         for &(_, name) in tensor_copies {
             assert!(
-                HOPPER_ENTRY_RANGES.iter().any(|&(entry, _, _)| entry == name),
+                HOPPER_ENTRY_RANGES
+                    .iter()
+                    .any(|&(entry, _, _)| entry == name),
                 "{name}"
             );
         }

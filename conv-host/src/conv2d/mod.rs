@@ -20,9 +20,9 @@ mod separable_tma;
 
 #[cfg(test)]
 pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
+pub use separable::SEPARABLE_TOLERANCE;
 #[cfg(test)]
 pub(crate) use separable_tma::ENTRY_POINTS as TMA_ENTRY_POINTS;
-pub use separable::SEPARABLE_TOLERANCE;
 
 use crate::abi::{
     Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_CHUNK_ROWS, SEPARABLE_THREADS,
@@ -579,7 +579,7 @@ impl Engine {
                     height,
                     blocks_x,
                     mask.rows,
-                    (sms, session.resident_blocks(plan)?),
+                    u64::from(sms) * u64::from(session.resident_blocks(plan)?),
                     step,
                 ),
                 plan.block,

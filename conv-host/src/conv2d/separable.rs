@@ -40,19 +40,32 @@ pub(crate) fn strip_rows_per_block(
     slots: u64,
     chunk: u32,
 ) -> u32 {
+    let (halo, slots) = (mask as u64 - 1, slots.max(1));
+    // `(blocks / slots + 1) x (chunk k + halo)`, scaled by `slots`.
+    rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {
+        (blocks + slots) * (steps * u64::from(chunk) + halo)
+    })
+}
+
+/// Output rows per block of a strip kernel, `chunk k - (mask - 1)` with whole steps `k`, for
+/// the `k` whose `cost(blocks, k)` is least (`blocks` the blocks of that height that cover an
+/// image of `height` rows in `strips` strips); ties go to fewer steps.
+pub(crate) fn rows_per_block_minimising(
+    height: u32,
+    strips: u64,
+    mask: usize,
+    chunk: u32,
+    cost: impl Fn(u64, u64) -> u64,
+) -> u32 {
     let chunk = u64::from(chunk.max(1));
     let (height, halo) = (u64::from(height).max(1), mask as u64 - 1);
-    let slots = slots.max(1);
     let steps_for_all = (height + halo).div_ceil(chunk);
-    // `(blocks / slots + 1) x (chunk k + halo)`, scaled by `slots`.
-    let cost = |steps: u64| {
-        let rows = steps * chunk - halo;
-        let blocks = strips.max(1) * height.div_ceil(rows);
-        (blocks + slots) * (steps * chunk + halo)
-    };
     let steps = (1..=steps_for_all)
         .filter(|&steps| steps * chunk > halo)
-        .min_by_key(|&steps| (cost(steps), steps))
+        .min_by_key(|&steps| {
+            let blocks = strips.max(1) * height.div_ceil(steps * chunk - halo);
+            (cost(blocks, steps), steps)
+        })
         .unwrap_or(steps_for_all);
     (steps * chunk - halo).min(u64::from(u32::MAX)) as u32
 }

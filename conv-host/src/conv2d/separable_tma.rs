@@ -114,38 +114,21 @@ pub(crate) fn is_tma(plan: &LaunchPlan) -> bool {
 }
 
 /// Output rows per block for an image of `height` rows in `strips` column strips, a mask
-/// `mask` rows tall and `chunk` input rows per step, on `multiprocessors` SMs that each run
-/// `resident` blocks at once: `chunk k - (mask - 1)` rows, with the `k` that minimises the rows
-/// the busiest SM filters, `max(ceil(blocks / multiprocessors), resident) x (2 chunk k - (mask -
-/// 1))`: each block filters its `chunk k` staged rows along the row and its output rows down
-/// the columns, and an SM with fewer blocks than it can hold is counted as full (one block
-/// alone is not faster than two together by as much as it has less to do). The thread-staged
-/// kernels' model (`separable::strip_rows_per_block`) adds a block of tail for their slower
-/// border strips; here every block takes about the same time, so whole waves are what counts.
-/// H200, 8192^2, 31 x 31 (32 strips, 132 SMs, 2 blocks each), steps per block 4, 6, 9, 13,
-/// 17: 0.230, 0.219, 0.204, 0.220, 0.195 ms, which this model ranks 4,746, 4,602, 4,368,
-/// 4,812, 4,232.
-pub(crate) fn rows_per_block(
-    height: u32,
-    strips: u64,
-    mask: usize,
-    (multiprocessors, resident): (u32, u32),
-    chunk: u32,
-) -> u32 {
-    let chunk = u64::from(chunk.max(1));
-    let (height, halo) = (u64::from(height).max(1), mask as u64 - 1);
-    let multiprocessors = u64::from(multiprocessors.max(1));
-    let steps_for_all = (height + halo).div_ceil(chunk);
-    let cost = |steps: u64| {
-        let rows = steps * chunk - halo;
-        let blocks = strips.max(1) * height.div_ceil(rows);
-        blocks.div_ceil(multiprocessors).max(u64::from(resident)) * (2 * steps * chunk - halo)
-    };
-    let steps = (1..=steps_for_all)
-        .filter(|&steps| steps * chunk > halo)
-        .min_by_key(|&steps| (cost(steps), steps))
-        .unwrap_or(steps_for_all);
-    (steps * chunk - halo).min(u64::from(u32::MAX)) as u32
+/// `mask` rows tall and `chunk` input rows per step, where `slots` blocks run at once on the
+/// device: `chunk k - (mask - 1)` rows, with the `k` that minimises `ceil(blocks / slots) x (2
+/// chunk k - (mask - 1))`, the waves of blocks times the rows a block filters (its `chunk k`
+/// staged rows along the row, its output rows down the columns). The thread-staged kernels'
+/// model (`separable::strip_rows_per_block`) adds a block of tail for their slower border
+/// strips; here every block takes about the same time, so whole waves are what counts. H200,
+/// 8192^2 (32 strips, 264 slots), steps per block 5, 9, 13, 17, 21, 25, 33 (one run, two
+/// rounds): 31 x 31 0.223, 0.204, 0.221, 0.195, 0.225, 0.219, 0.191 ms; 17 x 17 0.163,
+/// 0.161, 0.168, 0.158, 0.176, 0.203, 0.162 ms; this model picks 33 steps for both (0.191 and
+/// 0.162 ms; at 13 x 13, 3% slower than 17 steps, the best measured).
+pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, chunk: u32) -> u32 {
+    let (halo, slots) = (mask as u64 - 1, slots.max(1));
+    separable::rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {
+        blocks.div_ceil(slots) * (2 * steps * u64::from(chunk) - halo)
+    })
 }
 
 #[cfg(test)]
@@ -247,13 +230,15 @@ mod tests {
     #[test]
     fn blocks_fill_whole_waves() {
         let chunk = SEPARABLE_WIDE_CHUNK_ROWS;
-        // 8192^2, 31 x 31, 32 strips, 132 SMs of 2 blocks: 33 steps, 8 block rows, 256
-        // blocks (65 steps would leave one block per SM).
-        assert_eq!(rows_per_block(8192, 32, 31, (132, 2), chunk), 33 * 32 - 30);
+        // 8192^2, 31 x 31, 32 strips, 264 slots: 33 steps, 8 block rows, 256 blocks, one
+        // wave (17 steps: two; 25 steps: 352 blocks, a wave and a third).
+        assert_eq!(rows_per_block(8192, 32, 31, 264, chunk), 33 * 32 - 30);
+        // 2048^2: 3 steps, 256 blocks.
+        assert_eq!(rows_per_block(2048, 8, 31, 264, chunk), 3 * 32 - 30);
         // A small image: many short blocks rather than a few long ones.
-        assert_eq!(rows_per_block(128, 1, 31, (132, 2), chunk), 2);
+        assert_eq!(rows_per_block(128, 1, 31, 264, chunk), 2);
         for (height, strips, mask) in [(8192, 32, 31), (4096, 16, 9), (1000, 4, 17), (1, 1, 3)] {
-            let rows = rows_per_block(height, strips, mask, (132, 2), chunk);
+            let rows = rows_per_block(height, strips, mask, 264, chunk);
             assert_eq!((u64::from(rows) + mask as u64 - 1) % u64::from(chunk), 0);
             assert!(rows >= 1);
         }
