@@ -176,8 +176,8 @@ fn plan(
                     || register_entry_point((rows, cols), channels).is_none())
                 && separable::factor(mask).is_some() =>
         {
-            // Masks from 9 x 9 on Hopper, zero border: the same passes staged by tensor copies.
-            if rows >= separable_tma::AUTO_FROM_MASK
+            // Hopper, zero border: the same passes staged by tensor copies, where faster.
+            if separable_tma::auto_prefers(rows, height.saturating_mul(width))
                 && let Ok(plan) = separable_tma::plan(device, mask, channels, mode, tile)
             {
                 return Ok(plan);

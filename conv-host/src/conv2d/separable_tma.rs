@@ -15,11 +15,16 @@ macro_rules! tma_entry_table {
     };
 }
 
-/// The smallest mask side `Auto` runs through these kernels where they apply; smaller masks
-/// stay on the wide separable kernels, which stage with the threads. H200, 8192^2, one run:
-/// 31 x 31 0.2033 against 0.2530 ms, 17 x 17 0.163 against 0.180 ms, but 5 x 5 0.151
-/// against 0.144 ms.
-pub(crate) const AUTO_FROM_MASK: usize = 9;
+/// Whether `Auto` runs a rank-1 `mask x mask` mask over an image of `elements` elements
+/// through these kernels where they apply, rather than the wide separable kernels that stage
+/// with the threads: from 9 x 9 on, and smaller masks on images up to 2048^2. H200, one
+/// `bench --auto` run, time against the thread-staged kernel: 0.75 to 1.02 from 9 x 9 on at
+/// every size but 384^2 and 512^2 at 31 x 31 (1.13 and 1.22, with one-step blocks since
+/// fixed: see `rows_per_block`); 3 x 3 to 7 x 7 0.85 to 1.01 up to 2048^2, but 0.95 to 1.05 at
+/// 4096^2 and 1.01 to 1.06 at 8192^2 (5 x 5: 0.1525 against 0.1440 ms).
+pub(crate) fn auto_prefers(mask: usize, elements: usize) -> bool {
+    mask >= 9 || elements <= 2048 * 2048
+}
 
 /// The tensor-copy entry points: `(mask size, name)`, one channel, as `conv-kernels` declares
 /// them (`separable_tma.rs`, sm_90 build).
@@ -116,18 +121,21 @@ pub(crate) fn is_tma(plan: &LaunchPlan) -> bool {
 /// Output rows per block for an image of `height` rows in `strips` column strips, a mask
 /// `mask` rows tall and `chunk` input rows per step, where `slots` blocks run at once on the
 /// device: `chunk k - (mask - 1)` rows, with the `k` that minimises `ceil(blocks / slots) x (2
-/// chunk k - (mask - 1))`, the waves of blocks times the rows a block filters (its `chunk k`
-/// staged rows along the row, its output rows down the columns). The thread-staged kernels'
-/// model (`separable::strip_rows_per_block`) adds a block of tail for their slower border
-/// strips; here every block takes about the same time, so whole waves are what counts. H200,
-/// 8192^2 (32 strips, 264 slots), steps per block 5, 9, 13, 17, 21, 25, 33 (one run, two
-/// rounds): 31 x 31 0.223, 0.204, 0.221, 0.195, 0.225, 0.219, 0.191 ms; 17 x 17 0.163,
-/// 0.161, 0.168, 0.158, 0.176, 0.203, 0.162 ms; this model picks 33 steps for both (0.191 and
-/// 0.162 ms; at 13 x 13, 3% slower than 17 steps, the best measured).
+/// chunk k - (mask - 1) + 2 chunk)`: the waves of blocks times the rows a block filters (its
+/// `chunk k` staged rows along the row, its output rows down the columns) plus a step's worth
+/// for its start, whose first copies no earlier step hides. The thread-staged kernels' model
+/// (`separable::strip_rows_per_block`) adds a block of tail for their slower border strips;
+/// here every block takes about the same time, so whole waves are what counts. H200, 8192^2
+/// (32 strips, 264 slots), steps per block 5, 9, 13, 17, 21, 25, 33 (one run, two rounds): 31
+/// x 31 0.223, 0.204, 0.221, 0.195, 0.225, 0.219, 0.191 ms; 17 x 17 0.163, 0.161, 0.168,
+/// 0.158, 0.176, 0.203, 0.162 ms; this model picks 33 steps for both (at 13 x 13, 3% slower
+/// than 17 steps, the best measured). Without the start's step it chose one-step blocks for 31
+/// x 31 at 384^2 and 512^2 (2 output rows each, two waves), 1.2 times slower than the
+/// thread-staged kernel's two-step blocks.
 pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, chunk: u32) -> u32 {
-    let (halo, slots) = (mask as u64 - 1, slots.max(1));
+    let (halo, slots, chunk_rows) = (mask as u64 - 1, slots.max(1), u64::from(chunk));
     separable::rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {
-        blocks.div_ceil(slots) * (2 * steps * u64::from(chunk) - halo)
+        blocks.div_ceil(slots) * (2 * steps * chunk_rows - halo + 2 * chunk_rows)
     })
 }
 
@@ -228,14 +236,22 @@ mod tests {
     }
 
     #[test]
+    fn auto_prefers_tensor_copies_from_9_x_9_and_on_small_images() {
+        assert!(auto_prefers(9, 8192 * 8192) && auto_prefers(31, 8192 * 8192));
+        assert!(!auto_prefers(7, 4096 * 4096) && !auto_prefers(5, 8192 * 8192));
+        assert!(auto_prefers(3, 2048 * 2048) && auto_prefers(7, 128 * 128));
+    }
+
+    #[test]
     fn blocks_fill_whole_waves() {
         let chunk = SEPARABLE_WIDE_CHUNK_ROWS;
         // 8192^2, 31 x 31, 32 strips, 264 slots: 33 steps, 8 block rows, 256 blocks, one
         // wave (17 steps: two; 25 steps: 352 blocks, a wave and a third).
         assert_eq!(rows_per_block(8192, 32, 31, 264, chunk), 33 * 32 - 30);
-        // 2048^2: 3 steps, 256 blocks.
+        // 2048^2: 3 steps, 256 blocks; 512^2: 2 steps, 32 blocks rather than 512 of one.
         assert_eq!(rows_per_block(2048, 8, 31, 264, chunk), 3 * 32 - 30);
-        // A small image: many short blocks rather than a few long ones.
+        assert_eq!(rows_per_block(512, 2, 31, 264, chunk), 2 * 32 - 30);
+        // A small image: one step (2 rows) per block, 64 blocks, one wave.
         assert_eq!(rows_per_block(128, 1, 31, 264, chunk), 2);
         for (height, strips, mask) in [(8192, 32, 31), (4096, 16, 9), (1000, 4, 17), (1, 1, 3)] {
             let rows = rows_per_block(height, strips, mask, 264, chunk);
