@@ -108,7 +108,7 @@ pub enum Kernel {
     /// channel, a square rank-1 mask of 3 to 31 taps (odd) centred along the rows
     /// (`origin[1] = 0`) and the zero border, `BoundaryMode::Constant(0.0)` (the copies read
     /// elements outside the image as zeros); naming it otherwise is an error. `Auto` picks it
-    /// for such masks from 9 x 9 on, and for smaller ones on images up to 2048 x 2048.
+    /// for such masks from 11 x 11 on, and for every size on images up to 4096 x 4096.
     SeparableTma,
 }
 

@@ -17,13 +17,13 @@ macro_rules! tma_entry_table {
 
 /// Whether `Auto` runs a rank-1 `mask x mask` mask over an image of `elements` elements
 /// through these kernels where they apply, rather than the wide separable kernels that stage
-/// with the threads: from 9 x 9 on, and smaller masks on images up to 2048^2. H200, one
-/// `bench --auto` run, time against the thread-staged kernel: 0.75 to 1.02 from 9 x 9 on at
-/// every size but 384^2 and 512^2 at 31 x 31 (1.13 and 1.22, with one-step blocks since
-/// fixed: see `rows_per_block`); 3 x 3 to 7 x 7 0.85 to 1.01 up to 2048^2, but 0.95 to 1.05 at
-/// 4096^2 and 1.01 to 1.06 at 8192^2 (5 x 5: 0.1525 against 0.1440 ms).
+/// with the threads: from 11 x 11 on, and every size on images up to 4096^2. H200, two `bench
+/// --auto` runs (128^2 to 4096^2) and two `bench --targets` runs (8192^2), time against the
+/// thread-staged kernel: up to 4096^2 0.73 to 1.01 in the second run at every mask size (3 x 3
+/// to 31 x 31; 0.84 to 1.05 in the first); at 8192^2 11 x 11 0.97, 17 x 17 0.91, 31 x 31 0.75,
+/// but 9 x 9 1.00 and 1.04, 7 x 7 1.01 and 1.04, 5 x 5 1.06 and 1.09.
 pub(crate) fn auto_prefers(mask: usize, elements: usize) -> bool {
-    mask >= 9 || elements <= 2048 * 2048
+    mask >= 11 || elements <= 4096 * 4096
 }
 
 /// The tensor-copy entry points: `(mask size, name)`, one channel, as `conv-kernels` declares
@@ -236,10 +236,10 @@ mod tests {
     }
 
     #[test]
-    fn auto_prefers_tensor_copies_from_9_x_9_and_on_small_images() {
-        assert!(auto_prefers(9, 8192 * 8192) && auto_prefers(31, 8192 * 8192));
-        assert!(!auto_prefers(7, 4096 * 4096) && !auto_prefers(5, 8192 * 8192));
-        assert!(auto_prefers(3, 2048 * 2048) && auto_prefers(7, 128 * 128));
+    fn auto_prefers_tensor_copies_from_11_x_11_and_on_images_up_to_4096_squared() {
+        assert!(auto_prefers(11, 8192 * 8192) && auto_prefers(31, 8192 * 8192));
+        assert!(!auto_prefers(9, 8192 * 8192) && !auto_prefers(5, 4096 * 4097));
+        assert!(auto_prefers(3, 4096 * 4096) && auto_prefers(7, 128 * 128));
     }
 
     #[test]
