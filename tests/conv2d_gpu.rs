@@ -732,18 +732,21 @@ fn tensor_copy_kernels_match_the_reference() {
     ];
     for m in (3..=31).step_by(2) {
         let mask = random_separable_mask(&mut rng, (m, m));
-        let auto = engine()
-            .plan2d(&mask, (4096, 4096, 1), &Conv2dOptions::default())
-            .unwrap();
-        let expected = if m >= 9 {
-            Kernel::SeparableTma
-        } else {
-            Kernel::Separable
-        };
-        assert_eq!(
-            auto.kernel, expected,
-            "Auto's design for a rank-1 {m} x {m} mask"
-        );
+        // Auto: tensor copies for every size up to 4096^2, from 11 x 11 on beyond.
+        for (side, copies) in [(4096, true), (4097, m >= 11)] {
+            let auto = engine()
+                .plan2d(&mask, (side, side, 1), &Conv2dOptions::default())
+                .unwrap();
+            let expected = if copies {
+                Kernel::SeparableTma
+            } else {
+                Kernel::Separable
+            };
+            assert_eq!(
+                auto.kernel, expected,
+                "Auto, rank-1 {m} x {m} mask, {side}^2"
+            );
+        }
         for image in images {
             check_tensor_copies(&mut rng, &mask, image);
             runs += 1;
@@ -881,9 +884,8 @@ fn separable_kernels_match_the_reference() {
                 factored,
                 "Auto's design for a separable {shape:?} mask, {channels} channels"
             );
-            // Tensor copies from 9 x 9 on, one channel (the default zero border, centred).
-            let tensor_copies =
-                has_tensor_copies() && wide_separable && channels == 1 && shape.0 >= 9;
+            // Tensor copies for one channel at 4096^2 (the default zero border, centred).
+            let tensor_copies = has_tensor_copies() && wide_separable && channels == 1;
             assert_eq!(
                 plan.kernel == Kernel::SeparableTma,
                 tensor_copies,
