@@ -617,6 +617,12 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
     }
 }
 
+/// Images for the separable kernels: narrower and wider than one strip (128 elements for the
+/// general kernel, 256 for the wide ones), shorter and taller than one block, smaller than
+/// the masks.
+const SEPARABLE_IMAGES: [(usize, usize); 6] =
+    [(1, 1), (67, 1), (37, 53), (300, 257), (600, 41), (5, 700)];
+
 fn random_separable_mask(rng: &mut StdRng, (rows, cols): (usize, usize)) -> Array2<f32> {
     let column: Vec<f32> = (0..rows).map(|_| rng.random_range(-1.0f32..1.0)).collect();
     let row: Vec<f32> = (0..cols).map(|_| rng.random_range(-1.0f32..1.0)).collect();
@@ -721,15 +727,7 @@ fn tensor_copy_kernels_match_the_reference() {
         return;
     }
     let mut runs = 0;
-    let images = [
-        (1, 1),
-        (67, 1),
-        (37, 53),
-        (300, 257),
-        (600, 41),
-        (5, 700),
-        (1500, 700),
-    ];
+    let images = SEPARABLE_IMAGES.iter().chain(&[(1500, 700)]);
     for m in (3..=31).step_by(2) {
         let mask = random_separable_mask(&mut rng, (m, m));
         // Auto: tensor copies for every size up to 4096^2, from 11 x 11 on beyond.
@@ -747,7 +745,7 @@ fn tensor_copy_kernels_match_the_reference() {
                 "Auto, rank-1 {m} x {m} mask, {side}^2"
             );
         }
-        for image in images {
+        for &image in images.clone() {
             check_tensor_copies(&mut rng, &mask, image);
             runs += 1;
         }
@@ -760,45 +758,35 @@ fn tensor_copy_kernels_match_the_reference() {
     }
     // Where they do not apply: other borders, off-centre rows, channels, shapes, general
     // masks, tiles. Each a typed error, and Auto then takes the thread-staged kernel.
-    let off_centre = Conv2dOptions {
-        origin: [0, 1],
-        ..named
-    };
     let rgb = random_array3(&mut rng, (40, 50, 3));
     let mut general = mask.clone();
     general[[2, 3]] += 1e-3;
-    let failures = [
-        engine().correlate2d(
-            &image,
-            &mask,
-            &Conv2dOptions {
-                mode: BoundaryMode::Reflect,
-                ..named
-            },
-        ),
-        engine().correlate2d(
-            &image,
-            &mask,
-            &Conv2dOptions {
-                mode: BoundaryMode::Constant(1.0),
-                ..named
-            },
-        ),
-        engine().correlate2d(&image, &mask, &off_centre),
-        engine()
-            .correlate2d(&rgb, &mask, &named)
-            .map(|a| a.index_axis_move(Axis(2), 0)),
-        engine().correlate2d(&image, &random_separable_mask(&mut rng, (5, 7)), &named),
-        engine().correlate2d(&image, &general, &named),
-        engine().correlate2d(
-            &image,
-            &mask,
-            &Conv2dOptions {
-                tile: Some((32, 8)),
-                ..named
-            },
-        ),
-    ];
+    let rectangular = random_separable_mask(&mut rng, (5, 7));
+    let mut failures: Vec<_> = [
+        Conv2dOptions {
+            mode: BoundaryMode::Reflect,
+            ..named
+        },
+        Conv2dOptions {
+            mode: BoundaryMode::Constant(1.0),
+            ..named
+        },
+        Conv2dOptions {
+            origin: [0, 1],
+            ..named
+        },
+        Conv2dOptions {
+            tile: Some((32, 8)),
+            ..named
+        },
+    ]
+    .iter()
+    .map(|options| engine().correlate2d(&image, &mask, options))
+    .collect();
+    failures.push(engine().correlate2d(&image, &rectangular, &named));
+    failures.push(engine().correlate2d(&image, &general, &named));
+    let channels = engine().correlate2d(&rgb, &mask, &named);
+    failures.push(channels.map(|a| a.index_axis_move(Axis(2), 0)));
     for (case, result) in failures.into_iter().enumerate() {
         assert!(
             matches!(result, Err(ConvError::InvalidLaunch { .. })),
@@ -856,7 +844,6 @@ fn separable_kernels_match_the_reference() {
         (6, 1),
         (40, 40),
     ];
-    let images = [(1, 1), (67, 1), (37, 53), (300, 257), (600, 41), (5, 700)];
     for &shape in &masks {
         for channels in [1, 2, 3, 4, 5] {
             let mask = random_separable_mask(&mut rng, shape);
@@ -891,7 +878,7 @@ fn separable_kernels_match_the_reference() {
                 tensor_copies,
                 "{shape:?}"
             );
-            for image in images {
+            for image in SEPARABLE_IMAGES {
                 check_separable(&mut rng, &mask, channels, image);
                 runs += 1;
             }

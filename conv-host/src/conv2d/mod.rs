@@ -574,28 +574,19 @@ impl Engine {
             };
         let (tile_h, block, shared_memory_bytes) = match strip_step {
             // The strip designs: blocks as tall as their cost model says for this image.
-            Some(step) if separable_tma::is_tma(plan) => (
-                separable_tma::rows_per_block(
-                    height,
-                    blocks_x,
-                    mask.rows,
-                    u64::from(sms) * u64::from(session.resident_blocks(plan)?),
-                    step,
-                ),
-                plan.block,
-                plan.shared_memory_bytes,
-            ),
-            Some(step) => (
-                separable::strip_rows_per_block(
-                    height,
-                    blocks_x,
-                    mask.rows,
-                    u64::from(sms) * u64::from(session.resident_blocks(plan)?),
-                    step,
-                ),
-                plan.block,
-                plan.shared_memory_bytes,
-            ),
+            Some(step) => {
+                let rows_per_block = if separable_tma::is_tma(plan) {
+                    separable_tma::rows_per_block
+                } else {
+                    separable::strip_rows_per_block
+                };
+                let slots = u64::from(sms) * u64::from(session.resident_blocks(plan)?);
+                (
+                    rows_per_block(height, blocks_x, mask.rows, slots, step),
+                    plan.block,
+                    plan.shared_memory_bytes,
+                )
+            }
             // Full blocks whatever the image size: fewer rows of threads for small images
             // made the wide register-tiled kernels slower (H200, 1024^2 31x31: 0.207 ms with 2
             // rows of threads, 0.064 ms with 16), as each block then stages a 30-row halo for
