@@ -20,8 +20,9 @@ macro_rules! tma_entry_table {
 /// with the threads: from 11 x 11 on, and every size on images up to 4096^2. H200, two `bench
 /// --auto` runs (128^2 to 4096^2) and two `bench --targets` runs (8192^2), time against the
 /// thread-staged kernel: up to 4096^2 0.73 to 1.01 in the second run at every mask size (3 x 3
-/// to 31 x 31; 0.84 to 1.05 in the first); at 8192^2 11 x 11 0.97, 17 x 17 0.91, 31 x 31 0.75,
-/// but 9 x 9 1.00 and 1.04, 7 x 7 1.01 and 1.04, 5 x 5 1.06 and 1.09.
+/// to 31 x 31; 0.75 to 1.05 in the first but for 31 x 31 at 384^2 and 512^2, since fixed); at
+/// 8192^2 11 x 11 0.97, 17 x 17 0.88 and 0.91, 31 x 31 0.75, but 9 x 9 1.00 and 1.04, 7 x 7 1.01
+/// and 1.04, 5 x 5 1.06 and 1.09.
 pub(crate) fn auto_prefers(mask: usize, elements: usize) -> bool {
     mask >= 11 || elements <= 4096 * 4096
 }
