@@ -19,7 +19,9 @@
 //! and none waits for device memory but at a block's first step.
 
 use crate::abi::{Conv2dParams, SeparableTmaLayout, TMA_BOX_WIDTH, TMA_SECOND_REGION};
-use crate::gpu::{ConstantMask, Mask, SharedTile, TransactionBarrier, sync_threads, tensor_copy_2d};
+use crate::gpu::{
+    ConstantMask, Mask, SharedTile, TransactionBarrier, sync_threads, tensor_copy_2d,
+};
 use crate::separable_wide::{column_pass, row_pass};
 use crate::strip::{CHUNK, Strip};
 
@@ -133,4 +135,3 @@ macro_rules! tensor_copy_entry_points {
 }
 
 tensor_copy_entry_points!(3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
-
