@@ -1,6 +1,6 @@
 //! The kernels' PTX, and the module of each kernel in it.
 //!
-//! The build script compiles `conv-kernels` to one PTX file of about 220 entry points (every
+//! The build script compiles `conv-kernels` to one PTX file of about 120 entry points (every
 //! specialised size and channel count) for sm_70, and a second one for sm_90 with the kernels
 //! that need Hopper (the tensor-copy separable kernels). JIT-compiling all of it takes the driver seconds (about
 //! 10 s on an H200 for the first run after a build), most of it for kernels a program never
