@@ -2,11 +2,11 @@
 //!
 //! The build script compiles `conv-kernels` to one PTX file of about 120 entry points (every
 //! specialised size and channel count) for sm_70, and a second one for sm_90 with the kernels
-//! that need Hopper (the tensor-copy separable kernels). JIT-compiling all of it takes the driver seconds (about
-//! 10 s on an H200 for the first run after a build), most of it for kernels a program never
-//! launches, so the engine loads each kernel as its own module the first time it is used: the
-//! PTX with every other entry point's definition cut out (the declarations, the constant-memory
-//! mask and the helper functions stay; they are about 12 KB).
+//! that need Hopper (the tensor-copy separable kernels). JIT-compiling all of it takes the
+//! driver seconds (about 10 s on an H200 for the first run after a build), most of it for
+//! kernels a program never launches, so the engine loads each kernel as its own module the
+//! first time it is used: the PTX with every other entry point's definition cut out (the
+//! declarations, the constant-memory mask and the helper functions stay; they are about 12 KB).
 
 include!(concat!(env!("OUT_DIR"), "/entry_ranges.rs"));
 include!(concat!(env!("OUT_DIR"), "/hopper_entry_ranges.rs"));
