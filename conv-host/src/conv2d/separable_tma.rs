@@ -95,7 +95,12 @@ pub(crate) fn plan(
     if let Some(reason) = unsupported(device, mask, channels, mode) {
         return Err(invalid(reason));
     }
-    let entry_point = entry_point(mask.rows, mask.cols).ok_or_else(|| invalid(String::new()))?;
+    let entry_point = entry_point(mask.rows, mask.cols).ok_or_else(|| {
+        invalid(format!(
+            "no kernel for a {} x {} mask",
+            mask.rows, mask.cols
+        ))
+    })?;
     let block = (SEPARABLE_THREADS, 1);
     if tile.is_some_and(|t| t != block) {
         return Err(invalid(format!(
