@@ -219,10 +219,7 @@ impl Engine {
     /// [`ConvError::InvalidLaunch`] if `input.len()` is not a multiple of 4 or needs more
     /// blocks than one grid holds; [`ConvError::OutOfMemory`], [`ConvError::Driver`].
     pub fn time_sm_copy(&self, input: &[f32], runs: usize) -> Result<(Vec<f32>, Vec<f32>)> {
-        let invalid = |reason: String| ConvError::InvalidLaunch {
-            kernel: "sm_copy",
-            reason,
-        };
+        let invalid = ConvError::invalid_launch("sm_copy");
         if !input.len().is_multiple_of(4) {
             return Err(invalid(format!(
                 "copies whole 16-byte quads; {} floats is not a multiple of 4",

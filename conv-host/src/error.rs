@@ -109,6 +109,14 @@ pub enum ConvError {
     },
 }
 
+impl ConvError {
+    /// `InvalidLaunch` of `kernel`, as a function of the reason: plans build their errors
+    /// with it.
+    pub(crate) fn invalid_launch(kernel: &'static str) -> impl Fn(String) -> ConvError {
+        move |reason| ConvError::InvalidLaunch { kernel, reason }
+    }
+}
+
 /// Shorthand for this crate's results.
 pub type Result<T, E = ConvError> = std::result::Result<T, E>;
 

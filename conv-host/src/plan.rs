@@ -102,10 +102,7 @@ pub(crate) fn check_block(
     block: (u32, u32),
     shared_bytes: u64,
 ) -> Result<()> {
-    let invalid = |reason: String| ConvError::InvalidLaunch {
-        kernel: entry_point,
-        reason,
-    };
+    let invalid = ConvError::invalid_launch(entry_point);
     let (x, y) = block;
     if x == 0 || y == 0 {
         return Err(invalid(format!(

@@ -96,10 +96,7 @@ fn plan(
     let auto_register = register.is_some()
         && register_fills_device(len, outputs_per_block, device.multiprocessor_count);
     if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && auto_register) {
-        let invalid = |reason: String| ConvError::InvalidLaunch {
-            kernel: "conv1d_register",
-            reason,
-        };
+        let invalid = ConvError::invalid_launch("conv1d_register");
         let &(_, entry_point) = register.ok_or_else(|| {
             let lengths: Vec<u32> = REGISTER_ENTRY_POINTS_1D.iter().map(|&(m, _)| m).collect();
             invalid(format!(

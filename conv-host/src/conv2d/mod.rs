@@ -743,10 +743,7 @@ fn plan_register_tiled(
     channels: usize,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
-    let invalid = |reason: String| ConvError::InvalidLaunch {
-        kernel: "conv2d_register",
-        reason,
-    };
+    let invalid = ConvError::invalid_launch("conv2d_register");
     let entry_point = register_entry_point((rows, cols), channels).ok_or_else(|| {
         invalid(format!(
             "no register-tiled kernel for a {rows} x {cols} mask with {channels} channel(s): it is \

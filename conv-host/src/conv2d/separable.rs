@@ -122,10 +122,7 @@ pub(crate) fn plan(
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     let entry_point = entry_point((rows, cols), channels);
-    let invalid = |reason: String| ConvError::InvalidLaunch {
-        kernel: entry_point,
-        reason,
-    };
+    let invalid = ConvError::invalid_launch(entry_point);
     let block = (SEPARABLE_THREADS, 1);
     if tile.is_some_and(|t| t != block) {
         return Err(invalid(format!(

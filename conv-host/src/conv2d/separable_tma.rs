@@ -88,10 +88,7 @@ pub(crate) fn plan(
     mode: BoundaryMode,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
-    let invalid = |reason: String| ConvError::InvalidLaunch {
-        kernel: "conv2d_separable_tma",
-        reason,
-    };
+    let invalid = ConvError::invalid_launch("conv2d_separable_tma");
     if let Some(reason) = unsupported(device, mask, channels, mode) {
         return Err(invalid(reason));
     }
