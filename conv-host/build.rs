@@ -7,7 +7,8 @@
 //!
 //! GPU architectures: every kernel for `sm_70` with PTX ISA 7.0 (the driver JIT-compiles this
 //! PTX for the GPU it runs on, so one build serves every NVIDIA GPU from Volta on, Hopper
-//! included), and the kernels that need Hopper's tensor copies (`conv2d_separable_tma_*`)
+//! included), and the kernels that need Hopper's tensor copies (`conv2d_separable_tma_*`,
+//! `conv2d_stream_tma_*`)
 //! again for `sm_90` with PTX ISA 8.0, from a second build of the crate with `--cfg
 //! conv_hopper`; the engine loads those only on devices of compute capability 9.0 or more.
 
@@ -257,7 +258,9 @@ fn bound_block_size(ptx: &str) -> String {
 }
 
 /// Blocks per SM for a register-tiled 2D kernel (`...conv2d_stream_m{M}_c{C}(`, three for every
-/// size, or `...conv2d_wide_w{W}_c{C}(`): the most for which ptxas (sm_90) fits the kernel without
+/// size; the tensor-copy ones, `...conv2d_stream_tma_m{M}_c{C}(`, two, as many as their 72-row
+/// ring of 78 to 97 KB allows, which leaves them up to 128 registers; or
+/// `...conv2d_wide_w{W}_c{C}(`): the most for which ptxas (sm_90) fits the kernel without
 /// spilling, and that their shared memory allows (2 for those not listed; ptxas then takes 72
 /// to 128 registers). Left to itself, ptxas hoists loads and takes up to 255 registers, which
 /// leaves one block per SM. On an H200 the streaming 5 x 5 kernel measured 0.167 ms with three
@@ -265,7 +268,8 @@ fn bound_block_size(ptx: &str) -> String {
 /// in bands of 2 rows (0.206 and 0.282 ms against 0.214 and 0.294 ms with two blocks and one
 /// band of 8 rows).
 fn register_blocks_per_sm(entry: &str) -> u32 {
-    const BUDGETS: [(&str, u32); 4] = [
+    const BUDGETS: [(&str, u32); 5] = [
+        ("stream_tma_", 2),
         ("stream_", 3),
         ("wide_w9_c1", 4),
         ("wide_w9_c3", 3),

@@ -374,6 +374,18 @@ fn small_register_tiled_cases() {
             }
         }
     }
+    if has_tensor_copies() {
+        for m in [3, 5, 7, 9] {
+            for channels in [1, 3, 4] {
+                let mask = random_mask(&mut rng, (m, m));
+                for image in [(1, 1), (37, 53), (20, 300)] {
+                    let design = (Kernel::RegisterTiledTma, channels);
+                    check_tensor_copies(&mut rng, &mask, design, image);
+                    runs += 1;
+                }
+            }
+        }
+    }
     eprintln!("small register-tiled: {runs} runs matched the reference (seed {seed})");
 }
 
@@ -410,9 +422,18 @@ fn register_tiled_kernels_match_the_reference() {
                     &Conv2dOptions::default(),
                 )
                 .unwrap();
+            // On Hopper, the streaming sizes from 7 x 7 on and 5 x 5 over several channels
+            // run staged by tensor copies (`streaming_tensor_copy_kernels_match_the_reference`).
+            let copies = has_tensor_copies()
+                && rows == cols
+                && (rows >= 7 && rows <= 9 || rows == 5 && channels > 1);
+            let expected = if copies {
+                Kernel::RegisterTiledTma
+            } else {
+                Kernel::RegisterTiled
+            };
             assert_eq!(
-                plan.kernel,
-                Kernel::RegisterTiled,
+                plan.kernel, expected,
                 "Auto's design for a general {rows}x{cols} mask on a 4096^2 image"
             );
             // Tall and wide images give blocks and steps inside the image next to those at the
@@ -668,7 +689,7 @@ fn separable_small_cases() {
         }
         if shape.0 == shape.1 && has_tensor_copies() {
             for image in [(37, 53), (20, 150)] {
-                check_tensor_copies(&mut rng, &mask, image);
+                check_tensor_copies(&mut rng, &mask, (Kernel::SeparableTma, 1), image);
             }
         }
     }
@@ -679,28 +700,43 @@ fn has_tensor_copies() -> bool {
     engine().device().compute_capability.0 >= 9
 }
 
-/// One tensor-copy configuration (zero border, mask centred along the rows, a random anchor
-/// down the columns, correlation or convolution, contiguous or strided, clamped or not)
-/// against the reference.
-fn check_tensor_copies(rng: &mut StdRng, mask: &Array2<f32>, (h, w): (usize, usize)) {
+/// One tensor-copy configuration of `kernel` (zero border, mask centred along the rows, a
+/// random anchor down the columns, correlation or convolution, contiguous or strided, clamped
+/// or not) over `channels` channels against the reference.
+fn check_tensor_copies(
+    rng: &mut StdRng,
+    mask: &Array2<f32>,
+    (kernel, channels): (Kernel, usize),
+    (h, w): (usize, usize),
+) {
     let convolve = rng.random_bool(0.5);
     let options = Conv2dOptions {
         origin: [random_origin(rng, mask.nrows(), convolve), 0],
-        kernel: Kernel::SeparableTma,
+        kernel,
         clamp: rng.random_bool(0.25).then_some(Clamp { lo: -0.1, hi: 0.2 }),
         ..Default::default()
     };
     let what = format!(
-        "tensor copies {:?} {h}x{w} {options:?} convolve {convolve}",
+        "tensor copies {kernel} {:?} c{channels} {h}x{w} {options:?} convolve {convolve}",
         mask.dim()
     );
-    let big = random_array3(rng, (2 * h, w + 3, 1));
+    let big = random_array3(rng, (2 * h, w + 3, channels));
     let image = if rng.random_bool(0.25) {
-        big.slice(s![..;2, 3.., 0])
+        big.slice(s![..;2, 3.., ..])
     } else {
-        big.slice(s![..h, ..w, 0])
+        big.slice(s![..h, ..w, ..])
     };
-    check_gpu2d(image, mask.view(), &options, convolve, &what);
+    if channels == 1 {
+        check_gpu2d(
+            image.index_axis_move(Axis(2), 0),
+            mask.view(),
+            &options,
+            convolve,
+            &what,
+        );
+    } else {
+        check_gpu2d(image, mask.view(), &options, convolve, &what);
+    }
 }
 
 /// The tensor-copy kernels on every mask size, against the reference, on images narrower and
@@ -746,14 +782,14 @@ fn tensor_copy_kernels_match_the_reference() {
             );
         }
         for &image in images.clone() {
-            check_tensor_copies(&mut rng, &mask, image);
+            check_tensor_copies(&mut rng, &mask, (Kernel::SeparableTma, 1), image);
             runs += 1;
         }
     }
     // Several strips and block rows of many steps each.
     for m in [9, 31] {
         let mask = random_separable_mask(&mut rng, (m, m));
-        check_tensor_copies(&mut rng, &mask, (2304, 2048));
+        check_tensor_copies(&mut rng, &mask, (Kernel::SeparableTma, 1), (2304, 2048));
         runs += 1;
     }
     // Where they do not apply: other borders, off-centre rows, channels, shapes, general
@@ -808,6 +844,115 @@ fn tensor_copy_kernels_match_the_reference() {
     }
     common::assert_engine_works();
     eprintln!("tensor copies: {runs} runs matched the reference (seed {seed})");
+}
+
+/// The streaming kernels staged by tensor copies on every mask size and channel count, against
+/// the reference, on images narrower and wider than a strip, shorter and taller than a block,
+/// smaller than the mask; `Auto`'s choice of them; and the typed errors where they do not
+/// apply (on a GPU without tensor copies, everywhere), after which the engine still works.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn streaming_tensor_copy_kernels_match_the_reference() {
+    let (mut rng, seed) = rng("streaming tensor copies");
+    let named = Conv2dOptions {
+        kernel: Kernel::RegisterTiledTma,
+        ..Default::default()
+    };
+    let mask = random_mask(&mut rng, (9, 9));
+    let image = random_array3(&mut rng, (300, 257, 1)).index_axis_move(Axis(2), 0);
+    if !has_tensor_copies() {
+        assert!(matches!(
+            engine().correlate2d(&image, &mask, &named),
+            Err(ConvError::InvalidLaunch { .. })
+        ));
+        common::assert_engine_works();
+        eprintln!("streaming tensor copies: not on this device; naming them is a typed error");
+        return;
+    }
+    let mut runs = 0;
+    for m in [3, 5, 7, 9] {
+        for channels in [1, 3, 4] {
+            let mask = random_mask(&mut rng, (m, m));
+            // Auto: tensor copies from 7 x 7 on, for 5 x 5 over several channels, and for
+            // every size on images up to 1024^2 pixels.
+            for side in [1024, 1025, 8192] {
+                let auto = engine()
+                    .plan2d(&mask, (side, side, channels), &Conv2dOptions::default())
+                    .unwrap();
+                let copies = m >= 7 || (m == 5 && channels > 1) || side <= 1024;
+                let expected = if copies {
+                    Kernel::RegisterTiledTma
+                } else {
+                    Kernel::RegisterTiled
+                };
+                assert_eq!(
+                    auto.kernel, expected,
+                    "Auto, {m} x {m}, {side}^2 x {channels}"
+                );
+            }
+            let tall = (1500, 700 / channels);
+            for &image in SEPARABLE_IMAGES.iter().chain([&tall]) {
+                check_tensor_copies(&mut rng, &mask, (Kernel::RegisterTiledTma, channels), image);
+                runs += 1;
+            }
+        }
+    }
+    // Several strips and block rows of many steps each.
+    for (m, channels, image) in [(9, 1, (2304, 2048)), (5, 3, (1100, 1000))] {
+        let mask = random_mask(&mut rng, (m, m));
+        check_tensor_copies(&mut rng, &mask, (Kernel::RegisterTiledTma, channels), image);
+        runs += 1;
+    }
+    // Where they do not apply: other borders, off-centre rows, tiles, other shapes, 2
+    // channels. Each a typed error, and Auto then takes the thread-staged kernel.
+    let mut failures: Vec<_> = [
+        Conv2dOptions {
+            mode: BoundaryMode::Reflect,
+            ..named
+        },
+        Conv2dOptions {
+            mode: BoundaryMode::Constant(1.0),
+            ..named
+        },
+        Conv2dOptions {
+            origin: [0, 1],
+            ..named
+        },
+        Conv2dOptions {
+            tile: Some((32, 8)),
+            ..named
+        },
+    ]
+    .iter()
+    .map(|options| engine().correlate2d(&image, &mask, options))
+    .collect();
+    for shape in [(11, 11), (5, 7)] {
+        failures.push(engine().correlate2d(&image, &random_mask(&mut rng, shape), &named));
+    }
+    let two = random_array3(&mut rng, (40, 50, 2));
+    let two_channels = engine().correlate2d(&two, &mask, &named);
+    failures.push(two_channels.map(|a| a.index_axis_move(Axis(2), 0)));
+    for (case, result) in failures.into_iter().enumerate() {
+        assert!(
+            matches!(result, Err(ConvError::InvalidLaunch { .. })),
+            "case {case}: {result:?}"
+        );
+    }
+    for options in [
+        Conv2dOptions {
+            mode: BoundaryMode::Reflect,
+            ..Default::default()
+        },
+        Conv2dOptions {
+            origin: [0, 1],
+            ..Default::default()
+        },
+    ] {
+        let plan = engine().plan2d(&mask, (4096, 4096, 1), &options).unwrap();
+        assert_eq!(plan.kernel, Kernel::RegisterTiled, "{options:?}");
+    }
+    common::assert_engine_works();
+    eprintln!("streaming tensor copies: {runs} runs matched the reference (seed {seed})");
 }
 
 #[test]

@@ -760,12 +760,20 @@ mod tests {
         // And nothing in the PTX is left unlaunched.
         assert_eq!(names.len(), ENTRY_RANGES.len());
         // The same for the sm_90 PTX: the tensor-copy kernels.
-        let tensor_copies = crate::conv2d::TMA_ENTRY_POINTS;
-        for &(_, name) in tensor_copies {
+        let tensor_copies: Vec<&str> = crate::conv2d::TMA_ENTRY_POINTS
+            .iter()
+            .map(|&(_, name)| name)
+            .chain(
+                crate::conv2d::STREAM_TMA_ENTRY_POINTS
+                    .iter()
+                    .map(|&(_, _, name)| name),
+            )
+            .collect();
+        for name in &tensor_copies {
             assert!(
                 HOPPER_ENTRY_RANGES
                     .iter()
-                    .any(|&(entry, _, _)| entry == name),
+                    .any(|&(entry, _, _)| entry == *name),
                 "{name}"
             );
         }

@@ -2,7 +2,7 @@
 //!
 //! The build script compiles `conv-kernels` to one PTX file of about 120 entry points (every
 //! specialised size and channel count) for sm_70, and a second one for sm_90 with the kernels
-//! that need Hopper (the tensor-copy separable kernels). JIT-compiling all of it takes the
+//! that need Hopper (the tensor-copy separable and streaming kernels). JIT-compiling all of it takes the
 //! driver seconds (about 10 s on an H200 for the first run after a build), most of it for
 //! kernels a program never launches, so the engine loads each kernel as its own module the
 //! first time it is used: the PTX with every other entry point's definition cut out (the
@@ -76,16 +76,17 @@ mod tests {
             .iter()
             .map(|&(name, _, _)| name)
             .collect();
-        assert_eq!(names.len(), crate::abi::SEPARABLE_MASKS.len());
-        assert!(
-            names
-                .iter()
-                .all(|name| name.starts_with("conv2d_separable_tma_m"))
-        );
+        let streaming = crate::abi::STREAM_MASKS.len() * crate::abi::REGISTER_CHANNELS.len();
+        assert_eq!(names.len(), crate::abi::SEPARABLE_MASKS.len() + streaming);
+        assert!(names.iter().all(|name| {
+            name.starts_with("conv2d_separable_tma_m") || name.starts_with("conv2d_stream_tma_m")
+        }));
         assert!(!KERNELS_PTX.contains("cp.async.bulk.tensor"));
-        let text = module_source("conv2d_separable_tma_m31_c1").expect("an entry point");
-        assert!(text.contains("cp.async.bulk.tensor") && text.contains(".target sm_90"));
-        assert_eq!(text.matches(".visible .entry ").count(), 1);
+        for entry in ["conv2d_separable_tma_m31_c1", "conv2d_stream_tma_m9_c3"] {
+            let text = module_source(entry).expect("an entry point");
+            assert!(text.contains("cp.async.bulk.tensor") && text.contains(".target sm_90"));
+            assert_eq!(text.matches(".visible .entry ").count(), 1);
+        }
     }
 
     #[test]

@@ -110,6 +110,13 @@ pub enum Kernel {
     /// elements outside the image as zeros); naming it otherwise is an error. `Auto` picks it
     /// for such masks from 11 x 11 on, and for every size on images up to 4096 x 4096.
     SeparableTma,
+    /// `RegisterTiled`'s streaming kernels (square masks of 3 to 9 taps) with the input rows
+    /// staged by Hopper's tensor memory accelerator: one warp asks for the next step's rows
+    /// while the block computes the current ones, one barrier a step instead of two. It needs
+    /// a GPU of compute capability 9.0 or more, a square mask of 3, 5, 7 or 9 taps over 1, 3
+    /// or 4 channels, centred along the rows (`origin[1] = 0`), and the zero border,
+    /// `BoundaryMode::Constant(0.0)`; naming it otherwise is an error.
+    RegisterTiledTma,
 }
 
 impl Kernel {
@@ -122,7 +129,7 @@ impl Kernel {
     ];
 
     /// Every design a caller can name, `Auto` first.
-    pub const EVERY: [Kernel; 8] = [
+    pub const EVERY: [Kernel; 9] = [
         Kernel::Auto,
         Kernel::Basic,
         Kernel::ConstantMask,
@@ -131,6 +138,7 @@ impl Kernel {
         Kernel::RegisterTiled,
         Kernel::Separable,
         Kernel::SeparableTma,
+        Kernel::RegisterTiledTma,
     ];
 
     /// The name [`FromStr`] accepts.
@@ -144,6 +152,7 @@ impl Kernel {
             Kernel::RegisterTiled => "register",
             Kernel::Separable => "separable",
             Kernel::SeparableTma => "separable-tma",
+            Kernel::RegisterTiledTma => "register-tma",
         }
     }
 }
@@ -154,19 +163,21 @@ impl fmt::Display for Kernel {
     }
 }
 
-/// Parses `auto`, `basic`, `constant`, `tiled`, `tiled-l2`, `register`, `separable`.
+/// Parses the names [`Kernel::name`] gives: `auto`, `basic`, `constant`, `tiled`, `tiled-l2`,
+/// `register`, `separable`, `separable-tma`, `register-tma`.
 impl FromStr for Kernel {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
         Kernel::EVERY
             .into_iter()
-        .find(|k| k.name() == s.to_ascii_lowercase())
-        .ok_or_else(|| {
-            format!(
-                "unknown kernel `{s}` (expected auto, basic, constant, tiled, tiled-l2, register or \
-                 separable)"
-            )
-        })
+            .find(|k| k.name() == s.to_ascii_lowercase())
+            .ok_or_else(|| {
+                let names: Vec<&str> = Kernel::EVERY.iter().map(|k| k.name()).collect();
+                format!(
+                    "unknown kernel `{s}` (expected one of {})",
+                    names.join(", ")
+                )
+            })
     }
 }
 

@@ -87,7 +87,8 @@ impl EntryPoints {
                 | Kernel::Auto
                 | Kernel::RegisterTiled
                 | Kernel::Separable
-                | Kernel::SeparableTma,
+                | Kernel::SeparableTma
+                | Kernel::RegisterTiledTma,
                 _,
             ) => self.basic,
         };

@@ -263,6 +263,68 @@ impl SeparableTmaLayout {
     }
 }
 
+/// Rows of the ring of a streaming block staged by tensor copies (`StreamTmaLayout`): the `32 +
+/// mask - 1` rows a step's pass reads (at most 40) and the next step's 32, which land while it
+/// runs.
+pub const STREAM_TMA_RING_ROWS: u64 = 72;
+
+/// Shared memory of a streaming block staged by tensor copies, in `f32` words: two regions of
+/// [`STREAM_TMA_RING_ROWS`] rows x `box_width` elements (staged elements from 0 and from 128,
+/// so that the window of each pass thread, `4c .. 4c + 4 window_quads`, lies in one: threads
+/// `c < 32` read the first, the others the second), then the step's `mbarrier`. Row `h` of the
+/// block sits in slot `(h + mask - 1) mod 72` of both regions, as in the thread-staged ring
+/// (`strip_ring_rows`), so every pass starts at a slot that is a multiple of 8; a step's rows
+/// land in boxes of `box_rows` rows, the largest power of two up to 8 dividing `mask - 1`, so
+/// that no box crosses the ring's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StreamTmaLayout {
+    /// Elements before the first input element of the strip that the regions start with: tensor
+    /// copies start at 16-byte aligned elements.
+    pub skip: u64,
+    /// 16-byte quads of a pass thread's window, `skip` included.
+    pub window_quads: u64,
+    /// Elements of a region's row, and rows of a box.
+    pub box_width: u64,
+    pub box_rows: u64,
+    /// Words of one region.
+    pub region_words: u64,
+    /// Word of the 8-byte `mbarrier`.
+    pub barrier: u64,
+    /// Total words.
+    pub words: u64,
+}
+
+/// The staged element where a streaming block's second tensor-copy region starts: the window
+/// of pass thread 32.
+pub const STREAM_TMA_SECOND_REGION: u64 = 128;
+
+impl StreamTmaLayout {
+    /// The layout for a square mask of `mask` taps a side (odd, centred) over `channels`.
+    pub const fn new(mask: u64, channels: u64) -> Self {
+        let skip = (4 - (mask / 2 * channels) % 4) % 4;
+        let window_quads = (skip + 4 + (mask - 1) * channels).div_ceil(4);
+        let box_rows = if (mask - 1).is_multiple_of(8) {
+            8
+        } else {
+            1 << (mask - 1).trailing_zeros()
+        };
+        // Boxes land 128-byte aligned: `box_rows x box_width` words a multiple of 32.
+        let box_width =
+            (STREAM_TMA_SECOND_REGION + 4 * (window_quads - 1)).next_multiple_of(32 / box_rows);
+        let region_words = STREAM_TMA_RING_ROWS * box_width;
+        let barrier = 2 * region_words;
+        Self {
+            skip,
+            window_quads,
+            box_width,
+            box_rows,
+            region_words,
+            barrier,
+            words: barrier + 2,
+        }
+    }
+}
+
 /// Most shared-memory words of a wide separable block for two blocks per SM on Hopper (228
 /// KiB, 1 KiB of it reserved per block).
 pub const SEPARABLE_WIDE_MAX_WORDS: u64 = (228 * 1024 / 2 - 1024) / 4;

@@ -11,7 +11,8 @@
 //! - [`separable`], [`separable_wide`]: the fused two-pass kernels for separable 2D masks
 //!   (any shape; square masks of the common sizes), and `separable_tma`, the square ones staged
 //!   by Hopper's tensor copies (only in the `--cfg conv_hopper` build for sm_90);
-//! - [`stream`]: the streaming kernels for square general masks up to 9 x 9;
+//! - [`stream`]: the streaming kernels for square general masks up to 9 x 9, and `stream_tma`,
+//!   the same staged by Hopper's tensor copies (only in the `--cfg conv_hopper` build);
 //! - [`strip`]: the strip walk (staging into shared memory, the pass down the columns) that
 //!   the wide separable and streaming kernels share;
 //! - [`wide`]: the staging and window arithmetic the wide designs share;
@@ -65,6 +66,8 @@ pub mod separable;
 pub mod separable_tma;
 pub mod separable_wide;
 pub mod stream;
+#[cfg(conv_hopper)]
+pub mod stream_tma;
 pub mod strip;
 pub mod wide;
 

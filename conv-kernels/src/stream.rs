@@ -22,7 +22,7 @@
 use crate::abi::{Conv2dParams, StreamLayout};
 use crate::gpu::{ConstantMask, Mask, sync_threads};
 use crate::strip::{CHUNK, PassSums, Strip};
-use crate::wide::accumulate_window;
+use crate::wide::accumulate_window_after;
 
 /// The streaming design for an `M x M` mask over `C` channels.
 ///
@@ -68,9 +68,9 @@ unsafe fn stream<const M: usize, const C: usize>(
                 (output, p),
             );
             if M >= COMPUTE_BOUND_FROM {
-                strip.pass::<M, MAX_WINDOW_QUADS, 2>(at, ring, out, accumulate_rows::<M, C, 2>)
+                pass::<M, C, 2, 0>(strip, at, ring, out)
             } else {
-                strip.pass::<M, MAX_WINDOW_QUADS, 8>(at, ring, out, accumulate_rows::<M, C, 8>)
+                pass::<M, C, 8, 0>(strip, at, ring, out)
             }
         };
         // The next step's rows overwrite the ones this pass read.
@@ -80,10 +80,11 @@ unsafe fn stream<const M: usize, const C: usize>(
     }
 }
 
-/// Adds ring row `i` of a band, its window `quads`, to the sums of the band's output rows `k`
-/// it belongs to (mask row `i - k`, each tap a compile-time constant-memory operand).
+/// Adds ring row `i` of a band, its window `quads` from element `SKIP` of the first quad on,
+/// to the sums of the band's output rows `k` it belongs to (mask row `i - k`, each tap a
+/// compile-time constant-memory operand).
 #[inline(always)]
-fn accumulate_rows<const M: usize, const C: usize, const R: usize>(
+fn accumulate_rows<const M: usize, const C: usize, const R: usize, const SKIP: usize>(
     sums: &mut PassSums<R>,
     i: usize,
     quads: &[[f32; 4]; MAX_WINDOW_QUADS],
@@ -92,9 +93,25 @@ fn accumulate_rows<const M: usize, const C: usize, const R: usize>(
         if i >= k && i - k < M {
             let taps: [f32; M] =
                 core::array::from_fn(|j| ConstantMask.tap(((i - k) * M + j) as u64));
-            accumulate_window::<4, M, C>(row_sums, &taps, |q| quads[q]);
+            accumulate_window_after::<4, M, C>(row_sums, &taps, SKIP, |q| quads[q]);
         }
     }
+}
+
+/// The pass of `Strip::pass` with the windows of `accumulate_rows` (from element `SKIP` of
+/// their first quad on), in bands of `R` rows.
+///
+/// # Safety
+/// As `Strip::pass`, for windows of `(SKIP + 4 + (M - 1) C) / 4` quads, `quads` rounded up.
+#[inline(always)]
+pub(crate) unsafe fn pass<const M: usize, const C: usize, const R: usize, const SKIP: usize>(
+    strip: Strip,
+    at: (u64, u64),
+    ring: (u64, u64, usize),
+    out: (*mut f32, &Conv2dParams),
+) {
+    // SAFETY: forwarded contract.
+    unsafe { strip.pass::<M, MAX_WINDOW_QUADS, R>(at, ring, out, accumulate_rows::<M, C, R, SKIP>) }
 }
 
 /// The smallest mask whose kernel is bound by its multiply-adds rather than by memory (H200:
@@ -105,7 +122,7 @@ fn accumulate_rows<const M: usize, const C: usize, const R: usize>(
 /// Bands of 4 rows measured slower at 9 x 9 (0.299 against 0.285 ms, a band loop of 1,296
 /// multiply-adds waits on instruction fetch) and at 7 x 7 with the aligned ring (0.233 against
 /// 0.210 ms: register spills; 0.204 ms before it).
-const COMPUTE_BOUND_FROM: usize = 7;
+pub(crate) const COMPUTE_BOUND_FROM: usize = 7;
 
 /// 16-byte quads of a pass thread's window: its 4 elements and the `(M - 1) C` after them.
 const fn window_quads(mask: usize, channels: usize) -> usize {

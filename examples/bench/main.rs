@@ -267,9 +267,12 @@ impl Bench<'_> {
                     kernel: Kernel::RegisterTiled,
                     ..Default::default()
                 };
-                for (kernel, tile) in
-                    variants(tiles, self.engine.plan1d(n, taps, &register).is_ok())
-                {
+                let fixed = if self.engine.plan1d(n, taps, &register).is_ok() {
+                    &[Kernel::RegisterTiled][..]
+                } else {
+                    &[]
+                };
+                for (kernel, tile) in variants(tiles, fixed) {
                     let options = Conv1dOptions {
                         kernel,
                         tile,
@@ -446,12 +449,19 @@ impl Bench<'_> {
                 let cpu_ms = cpu_time(image.len() * mask.len(), || {
                     let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
                 });
-                let register = Conv2dOptions {
-                    kernel: Kernel::RegisterTiled,
-                    ..Default::default()
-                };
-                let register_applies = self.engine.plan2d(&mask, image.dim(), &register).is_ok();
-                for (kernel, tile) in variants(tiles, register_applies) {
+                // The register-tiled designs (staged by the threads, and by tensor copies) where
+                // one was compiled for the case.
+                let fixed: Vec<Kernel> = [Kernel::RegisterTiled, Kernel::RegisterTiledTma]
+                    .into_iter()
+                    .filter(|&kernel| {
+                        let options = Conv2dOptions {
+                            kernel,
+                            ..Default::default()
+                        };
+                        self.engine.plan2d(&mask, image.dim(), &options).is_ok()
+                    })
+                    .collect();
+                for (kernel, tile) in variants(tiles, &fixed) {
                     let options = Conv2dOptions {
                         kernel,
                         tile,
@@ -564,14 +574,12 @@ impl Case2d<'_> {
     }
 }
 
-/// The seed designs at every tile, and the register-tiled design (its block is fixed) where one
-/// was compiled for the case.
-fn variants<T: Copy>(tiles: &[T], register_applies: bool) -> Vec<(Kernel, Option<T>)> {
+/// The seed designs at every tile, and the designs of fixed blocks `fixed`.
+fn variants<T: Copy>(tiles: &[T], fixed: &[Kernel]) -> Vec<(Kernel, Option<T>)> {
     let seeds = Kernel::ALL
         .iter()
         .flat_map(|&k| tiles.iter().map(move |&t| (k, Some(t))));
-    let register = register_applies.then_some((Kernel::RegisterTiled, None));
-    seeds.chain(register).collect()
+    seeds.chain(fixed.iter().map(|&k| (k, None))).collect()
 }
 
 /// Times one configuration: `timed(runs)` runs the kernel on device-resident data

@@ -82,7 +82,10 @@ fn plan(
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
-    if matches!(kernel, Kernel::Separable | Kernel::SeparableTma) {
+    if matches!(
+        kernel,
+        Kernel::Separable | Kernel::SeparableTma | Kernel::RegisterTiledTma
+    ) {
         return Err(ConvError::InvalidLaunch {
             kernel: "conv1d",
             reason: format!("Kernel::{kernel:?} applies to 2D masks"),

@@ -17,12 +17,16 @@ macro_rules! entry_point_table {
 pub(crate) mod reference;
 mod separable;
 mod separable_tma;
+mod stream_tma;
+mod tensor_copy;
 
 #[cfg(test)]
 pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
 #[cfg(test)]
 pub(crate) use separable_tma::ENTRY_POINTS as TMA_ENTRY_POINTS;
+#[cfg(test)]
+pub(crate) use stream_tma::ENTRY_POINTS as STREAM_TMA_ENTRY_POINTS;
 
 use crate::abi::{
     Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_CHUNK_ROWS, SEPARABLE_THREADS,
@@ -162,6 +166,7 @@ fn plan(
         Kernel::SeparableTma => {
             return separable_tma::plan(device, mask, channels, mode, tile);
         }
+        Kernel::RegisterTiledTma => return stream_tma::plan(device, mask, channels, mode, tile),
         // A 1 x N or N x 1 mask gains nothing from two passes. The wide separable kernels
         // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
         // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
@@ -211,6 +216,13 @@ fn plan(
                 device.multiprocessor_count,
             ))
     {
+        // Hopper, zero border: the streaming passes staged by tensor copies, where faster.
+        if is_stream(&plan)
+            && stream_tma::auto_prefers(rows, channels, height.saturating_mul(width))
+            && let Ok(plan) = stream_tma::plan(device, mask, channels, mode, tile)
+        {
+            return Ok(plan);
+        }
         return Ok(plan);
     }
     plan_seed(device, (rows, cols), channels, kernel, tile)
@@ -564,21 +576,21 @@ impl Engine {
         let elements = (shape.width * shape.channels) as u64;
         let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
         let sms = device.multiprocessor_count;
-        let strip_step =
-            if is_stream(plan) || separable::is_wide(plan) || separable_tma::is_tma(plan) {
-                Some(SEPARABLE_WIDE_CHUNK_ROWS)
-            } else if plan.kernel == Kernel::Separable {
-                Some(SEPARABLE_CHUNK_ROWS)
-            } else {
-                None
-            };
+        let tensor_copies = matches!(plan.kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma);
+        let strip_step = if is_stream(plan) || separable::is_wide(plan) || tensor_copies {
+            Some(SEPARABLE_WIDE_CHUNK_ROWS)
+        } else if plan.kernel == Kernel::Separable {
+            Some(SEPARABLE_CHUNK_ROWS)
+        } else {
+            None
+        };
         let (tile_h, block, shared_memory_bytes) = match strip_step {
             // The strip designs: blocks as tall as their cost model says for this image.
             Some(step) => {
-                let rows_per_block = if separable_tma::is_tma(plan) {
-                    separable_tma::rows_per_block
-                } else {
-                    separable::strip_rows_per_block
+                let rows_per_block = match plan.kernel {
+                    Kernel::SeparableTma => separable_tma::rows_per_block,
+                    Kernel::RegisterTiledTma => stream_tma::rows_per_block,
+                    _ => separable::strip_rows_per_block,
                 };
                 let slots = u64::from(sms) * u64::from(session.resident_blocks(plan)?);
                 (
@@ -599,13 +611,19 @@ impl Engine {
         }
         let (mode, cval) = launch.mode.code_and_cval();
         let mut buffers = session.stage(plan, image, &mask.values)?;
-        if separable_tma::is_tma(plan) {
+        if tensor_copies {
             // Contract of the tensor-copy kernels: the map describes the input buffer as
-            // uploaded (`height` rows of `width` elements, `pitch` apart; one channel).
+            // uploaded (`height` rows of `width * channels` elements, `pitch` apart) in the
+            // boxes the kernel's layout lands.
+            let box_dims = if plan.kernel == Kernel::SeparableTma {
+                (TMA_BOX_WIDTH as u32, SEPARABLE_WIDE_CHUNK_ROWS)
+            } else {
+                stream_tma::box_dims(mask.rows, shape.channels)
+            };
             session.set_tensor_map(
                 &mut buffers,
                 (elements, u64::from(height), shape.pitch as u64),
-                (TMA_BOX_WIDTH as u32, SEPARABLE_WIDE_CHUNK_ROWS),
+                box_dims,
             )?;
         }
         let max_grid_y = u64::from(device.max_grid_dim.1);
@@ -829,6 +847,10 @@ mod tests {
         assert_eq!(
             listed(SEPARABLE_ENTRY_POINTS),
             expected(&crate::abi::SEPARABLE_MASKS, "separable_wide_m")
+        );
+        assert_eq!(
+            listed(STREAM_TMA_ENTRY_POINTS),
+            expected(&STREAM_MASKS, "stream_tma_m")
         );
     }
 

@@ -1,7 +1,7 @@
 //! The fused separable kernels staged by Hopper's tensor copies (`Kernel::SeparableTma`): when
 //! they apply, their plan, and the height of their blocks.
 
-use super::{Mask2d, separable};
+use super::{Mask2d, separable, tensor_copy};
 use crate::abi::{SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableTmaLayout};
 use crate::engine::DeviceInfo;
 use crate::error::{ConvError, Result};
@@ -34,23 +34,14 @@ pub(crate) const ENTRY_POINTS: &[(u32, &str)] = &tma_entry_table!(
 );
 
 /// Why the tensor-copy kernels cannot run this mask, mode and channel count on this device,
-/// if they cannot. They need a GPU of compute capability 9.0 or more (Hopper's tensor memory
-/// accelerator), one channel, a square rank-1 mask of 3 to 31 taps (odd) whose anchor is its
-/// centre along the rows (`origin[1] = 0`: copies start at 16-byte aligned elements, so the
-/// kernels are compiled for that anchor), and the zero border, which the copies supply by
-/// reading elements outside the image as zeros.
+/// if they cannot: beyond what every tensor-copy kernel needs ([`tensor_copy::unsupported`]),
+/// one channel and a square rank-1 mask of 3 to 31 taps (odd).
 pub(crate) fn unsupported(
     device: &DeviceInfo,
     mask: &Mask2d,
     channels: usize,
     mode: BoundaryMode,
 ) -> Option<String> {
-    let (major, minor) = device.compute_capability;
-    if major < 9 {
-        return Some(format!(
-            "tensor copies need compute capability 9.0 or more; this device has {major}.{minor}"
-        ));
-    }
     if entry_point(mask.rows, mask.cols).is_none() {
         return Some(format!(
             "compiled for square masks of 3 to 31 taps (odd); this one is {} x {}",
@@ -62,15 +53,7 @@ pub(crate) fn unsupported(
             "compiled for one channel; this image has {channels}"
         ));
     }
-    if mask.left != mask.cols / 2 {
-        return Some("compiled for masks centred along the rows (origin[1] = 0)".into());
-    }
-    if mode != BoundaryMode::Constant(0.0) {
-        return Some(format!(
-            "the tensor copies supply the zero border only (Constant(0.0)), not {mode:?}"
-        ));
-    }
-    None
+    tensor_copy::unsupported(device, mask, mode)
 }
 
 fn entry_point(rows: usize, cols: usize) -> Option<&'static str> {
@@ -116,11 +99,6 @@ pub(crate) fn plan(
     })
 }
 
-/// Whether `plan` runs a tensor-copy kernel.
-pub(crate) fn is_tma(plan: &LaunchPlan) -> bool {
-    plan.kernel == Kernel::SeparableTma
-}
-
 /// Output rows per block for an image of `height` rows in `strips` column strips, a mask
 /// `mask` rows tall and `chunk` input rows per step, where `slots` blocks run at once on the
 /// device: `chunk k - (mask - 1)` rows, with the `k` that minimises `ceil(blocks / slots) x (2
@@ -143,13 +121,13 @@ pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, 
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::abi::{
         SEPARABLE_MASKS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, TMA_SECOND_REGION,
     };
 
-    fn device(compute_capability: (i32, i32)) -> DeviceInfo {
+    pub(crate) fn device(compute_capability: (i32, i32)) -> DeviceInfo {
         DeviceInfo {
             ordinal: 0,
             name: "test".into(),
@@ -164,7 +142,7 @@ mod tests {
         }
     }
 
-    fn centred(m: usize) -> Mask2d {
+    pub(crate) fn centred(m: usize) -> Mask2d {
         Mask2d {
             values: vec![1.0; m * m],
             rows: m,

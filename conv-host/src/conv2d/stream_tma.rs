@@ -1,0 +1,212 @@
+//! The streaming kernels staged by Hopper's tensor copies (`Kernel::RegisterTiledTma`): when
+//! they apply, their plan, the boxes of their tensor map, and the height of their blocks.
+
+use super::{Mask2d, separable, square_entry_point, tensor_copy};
+use crate::abi::{SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, STREAM_MASKS, StreamTmaLayout};
+use crate::engine::DeviceInfo;
+use crate::error::{ConvError, Result};
+use crate::options::{BoundaryMode, Kernel};
+use crate::plan::{LaunchPlan, check_block};
+
+/// The tensor-copy streaming entry points: `(mask size, channels, name)`, as `conv-kernels`
+/// declares them (`stream_tma.rs`, sm_90 build).
+pub(crate) const ENTRY_POINTS: &[(u32, u32, &str)] =
+    &entry_point_table!("conv2d_stream_tma_m": 3, 5, 7, 9);
+
+/// Whether `Auto` runs a general `mask x mask` mask over an image of `pixels` pixels and
+/// `channels` channels through these kernels where they apply, rather than the streaming
+/// kernels that stage with the threads: from 7 x 7 on, 5 x 5 over several channels, and every
+/// size on images up to 1024^2 pixels. H200, one `bench --auto` run (128^2 to 4096^2, 1 and 3
+/// channels), time against the thread-staged kernel: 7 x 7 and 9 x 9 0.73 to 0.99 from 256^2
+/// on (1.08 and 1.13 at 128^2, where the tiled kernel beats both); 5 x 5 over 3 channels 0.81
+/// to 0.95 from 256^2 on; one channel, 3 x 3 and 5 x 5, 0.79 to 1.02 up to 1024^2, 1.02 to 1.13
+/// beyond. Two `bench --targets` runs at 8192^2: 9 x 9 0.228 and 0.230 against 0.274 and
+/// 0.279 ms, 7 x 7 0.181 and 0.185 against 0.205 and 0.209 ms, 4096^2 x 3 5 x 5 0.113 and
+/// 0.115 against 0.119 and 0.118 ms, but 5 x 5 0.165 and 0.167 against 0.153 ms.
+pub(crate) fn auto_prefers(mask: usize, channels: usize, pixels: usize) -> bool {
+    mask >= 7 || (mask == 5 && channels > 1) || pixels <= 1024 * 1024
+}
+
+/// Why these kernels cannot run this mask, mode and channel count on this device, if they
+/// cannot: beyond what every tensor-copy kernel needs ([`tensor_copy::unsupported`]), a square
+/// mask of 3, 5, 7 or 9 taps over 1, 3 or 4 channels.
+pub(crate) fn unsupported(
+    device: &DeviceInfo,
+    mask: &Mask2d,
+    channels: usize,
+    mode: BoundaryMode,
+) -> Option<String> {
+    if square_entry_point(ENTRY_POINTS, (mask.rows, mask.cols), channels).is_none() {
+        return Some(format!(
+            "compiled for square masks of {STREAM_MASKS:?} taps over 1, 3 or 4 channels; this \
+             one is {} x {} over {channels}",
+            mask.rows, mask.cols
+        ));
+    }
+    tensor_copy::unsupported(device, mask, mode)
+}
+
+/// Plans the tensor-copy streaming kernel for a square mask, or explains why it cannot run.
+pub(crate) fn plan(
+    device: &DeviceInfo,
+    mask: &Mask2d,
+    channels: usize,
+    mode: BoundaryMode,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let invalid = ConvError::invalid_launch("conv2d_stream_tma");
+    if let Some(reason) = unsupported(device, mask, channels, mode) {
+        return Err(invalid(reason));
+    }
+    let entry_point = square_entry_point(ENTRY_POINTS, (mask.rows, mask.cols), channels)
+        .ok_or_else(|| {
+            invalid(format!(
+                "no kernel for a {} x {} mask",
+                mask.rows, mask.cols
+            ))
+        })?;
+    let block = (SEPARABLE_THREADS, 1);
+    if tile.is_some_and(|t| t != block) {
+        return Err(invalid(format!(
+            "the streaming kernels use a fixed {block:?} block"
+        )));
+    }
+    let bytes = StreamTmaLayout::new(mask.rows as u64, channels as u64).words * 4;
+    check_block(device, entry_point, block, bytes)?;
+    Ok(LaunchPlan {
+        kernel: Kernel::RegisterTiledTma,
+        entry_point,
+        block,
+        output_tile: (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
+        shared_memory_bytes: bytes as u32,
+        mask_in_constant_memory: true,
+    })
+}
+
+/// The tensor map's box, `(elements, rows)`, for a square mask of `mask` taps over `channels`.
+pub(crate) fn box_dims(mask: usize, channels: usize) -> (u32, u32) {
+    let layout = StreamTmaLayout::new(mask as u64, channels as u64);
+    (layout.box_width as u32, layout.box_rows as u32)
+}
+
+/// Output rows per block for an image of `height` rows in `strips` column strips, a mask
+/// `mask` rows tall and `chunk` input rows per step, where `slots` blocks run at once: `chunk
+/// k - (mask - 1)` rows, with the `k` that minimises `ceil(blocks / slots) x (k + 1)`, whole
+/// waves of blocks that take about the same time each (their steps and a step's worth for the
+/// first copies, which no earlier step hides).
+pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, chunk: u32) -> u32 {
+    let slots = slots.max(1);
+    separable::rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {
+        blocks.div_ceil(slots) * (steps + 1)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{
+        REGISTER_CHANNELS, SEPARABLE_WIDE_CHUNK_ROWS, STREAM_TMA_RING_ROWS,
+        STREAM_TMA_SECOND_REGION,
+    };
+    use crate::conv2d::separable_tma::tests::{centred, device};
+
+    #[test]
+    fn applies_only_to_hopper_centred_square_masks_of_3_to_9_and_the_zero_border() {
+        let hopper = device((9, 0));
+        let zero = BoundaryMode::Constant(0.0);
+        for m in STREAM_MASKS {
+            for c in REGISTER_CHANNELS {
+                let plan =
+                    plan(&hopper, &centred(m as usize), c as usize, zero, None).expect("applies");
+                assert_eq!(plan.kernel, Kernel::RegisterTiledTma);
+                assert_eq!(plan.entry_point, format!("conv2d_stream_tma_m{m}_c{c}"));
+            }
+        }
+        let mask = centred(9);
+        assert!(unsupported(&device((8, 9)), &mask, 1, zero).is_some());
+        assert!(unsupported(&hopper, &mask, 2, zero).is_some());
+        assert!(unsupported(&hopper, &centred(11), 1, zero).is_some());
+        assert!(unsupported(&hopper, &mask, 1, BoundaryMode::Constant(1.0)).is_some());
+        assert!(unsupported(&hopper, &mask, 3, BoundaryMode::Wrap).is_some());
+        let off_centre = Mask2d {
+            left: 3,
+            ..centred(9)
+        };
+        assert!(unsupported(&hopper, &off_centre, 1, zero).is_some());
+        let lower = Mask2d {
+            top: 0,
+            ..centred(9)
+        };
+        assert!(unsupported(&hopper, &lower, 1, zero).is_none());
+        assert!(matches!(
+            plan(&hopper, &centred(7), 1, BoundaryMode::Reflect, None),
+            Err(ConvError::InvalidLaunch { .. })
+        ));
+        assert!(plan(&hopper, &centred(5), 1, zero, Some((32, 8))).is_err());
+    }
+
+    #[test]
+    fn every_window_lies_in_its_region_and_boxes_land_aligned() {
+        for m in STREAM_MASKS {
+            for c in REGISTER_CHANNELS {
+                let (m, c) = (u64::from(m), u64::from(c));
+                let layout = StreamTmaLayout::new(m, c);
+                let what = format!("mask {m}, {c} channels");
+                // Copies start at 16-byte aligned elements: the strip's first input element
+                // (`256 k - (m / 2) c`) less the skip.
+                assert_eq!((m / 2 * c + layout.skip) % 4, 0, "{what}");
+                assert!(layout.skip < 4);
+                // A window: its 4 outputs' elements from `skip` on, within its quads.
+                let window = layout.skip + 4 + (m - 1) * c;
+                assert!(window <= 4 * layout.window_quads, "{what}");
+                for thread in 0..64 {
+                    let first = 4 * thread;
+                    let end = first + 4 * layout.window_quads;
+                    if thread < 32 {
+                        assert!(end <= layout.box_width, "{what}, thread {thread}");
+                    } else {
+                        assert!(first >= STREAM_TMA_SECOND_REGION, "{what}");
+                        assert!(end - STREAM_TMA_SECOND_REGION <= layout.box_width, "{what}");
+                    }
+                }
+                // Boxes: at most 256 elements wide, 128-byte aligned one after another, never
+                // across the ring's end (slots `32 s + k box_rows + m - 1`).
+                assert!(layout.box_width <= 256, "{what}");
+                assert_eq!(layout.box_rows * layout.box_width * 4 % 128, 0, "{what}");
+                assert_eq!(layout.region_words * 4 % 128, 0, "{what}");
+                for rows in [
+                    m - 1,
+                    u64::from(SEPARABLE_WIDE_CHUNK_ROWS),
+                    STREAM_TMA_RING_ROWS,
+                ] {
+                    assert_eq!(rows % layout.box_rows, 0, "{what}");
+                }
+                // A pass reads 32 + m - 1 rows while the next step's 32 land.
+                assert!(32 + m - 1 + 32 <= STREAM_TMA_RING_ROWS);
+                assert_eq!(layout.barrier % 2, 0);
+                assert!(2 * (layout.words * 4 + 1024) <= 228 * 1024, "{what}");
+            }
+        }
+    }
+
+    #[test]
+    fn auto_prefers_tensor_copies_for_large_masks_channels_and_small_images() {
+        let (large, small) = (8192 * 8192, 1024 * 1024);
+        assert!(auto_prefers(7, 1, large) && auto_prefers(9, 4, large));
+        assert!(auto_prefers(5, 3, large) && !auto_prefers(3, 3, large));
+        assert!(!auto_prefers(5, 1, large) && !auto_prefers(3, 1, small + 1));
+        assert!(auto_prefers(3, 1, small) && auto_prefers(5, 1, 128 * 128));
+    }
+
+    #[test]
+    fn blocks_fill_whole_waves() {
+        let chunk = SEPARABLE_WIDE_CHUNK_ROWS;
+        // 8192^2, 9 x 9, 32 strips, 264 slots: 256 blocks of 33 steps, one wave.
+        assert_eq!(rows_per_block(8192, 32, 9, 264, chunk), 33 * 32 - 8);
+        for (height, strips, mask) in [(8192, 32, 9), (4096, 48, 5), (1000, 4, 7), (1, 1, 3)] {
+            let rows = rows_per_block(height, strips, mask, 264, chunk);
+            assert_eq!((u64::from(rows) + mask as u64 - 1) % u64::from(chunk), 0);
+            assert!(rows >= 1);
+        }
+    }
+}
