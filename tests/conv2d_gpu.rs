@@ -426,7 +426,7 @@ fn register_tiled_kernels_match_the_reference() {
             // run staged by tensor copies (`streaming_tensor_copy_kernels_match_the_reference`).
             let copies = has_tensor_copies()
                 && rows == cols
-                && (rows >= 7 && rows <= 9 || rows == 5 && channels > 1);
+                && ((7..=9).contains(&rows) || rows == 5 && channels > 1);
             let expected = if copies {
                 Kernel::RegisterTiledTma
             } else {
