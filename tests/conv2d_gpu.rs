@@ -739,6 +739,79 @@ fn check_tensor_copies(
     }
 }
 
+/// On a GPU without tensor copies: whether naming the design `named` for `mask` over `image`
+/// is a typed error after which the engine still works (it must be); `false` where the GPU
+/// has them.
+fn refused_without_tensor_copies(
+    (image, mask): (&Array2<f32>, &Array2<f32>),
+    named: &Conv2dOptions,
+) -> bool {
+    if has_tensor_copies() {
+        return false;
+    }
+    assert!(matches!(
+        engine().correlate2d(image, mask, named),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    common::assert_engine_works();
+    eprintln!(
+        "{}: not on this device; naming it is a typed error",
+        named.kernel
+    );
+    true
+}
+
+/// The refusals every tensor-copy design shares, named by `named` on `mask` over `image` (the
+/// Reflect and Constant(1.0) borders, an off-centre row anchor, a tile), and the design's own
+/// (`others`): each a typed `InvalidLaunch`; and `Auto`, for the borders and anchor they do not
+/// serve, takes the thread-staged design `fallback` instead.
+fn check_refusals(
+    (image, mask): (&Array2<f32>, &Array2<f32>),
+    named: Conv2dOptions,
+    others: Vec<Result<Array2<f32>, ConvError>>,
+    fallback: Kernel,
+) {
+    let shared = [
+        Conv2dOptions {
+            mode: BoundaryMode::Reflect,
+            ..named
+        },
+        Conv2dOptions {
+            mode: BoundaryMode::Constant(1.0),
+            ..named
+        },
+        Conv2dOptions {
+            origin: [0, 1],
+            ..named
+        },
+        Conv2dOptions {
+            tile: Some((32, 8)),
+            ..named
+        },
+    ]
+    .map(|options| engine().correlate2d(image, mask, &options));
+    for (case, result) in shared.into_iter().chain(others).enumerate() {
+        assert!(
+            matches!(result, Err(ConvError::InvalidLaunch { .. })),
+            "{} case {case}: {result:?}",
+            named.kernel
+        );
+    }
+    for options in [
+        Conv2dOptions {
+            mode: BoundaryMode::Reflect,
+            ..Default::default()
+        },
+        Conv2dOptions {
+            origin: [0, 1],
+            ..Default::default()
+        },
+    ] {
+        let plan = engine().plan2d(mask, (4096, 4096, 1), &options).unwrap();
+        assert_eq!(plan.kernel, fallback, "{options:?}");
+    }
+}
+
 /// The tensor-copy kernels on every mask size, against the reference, on images narrower and
 /// wider than a strip, shorter and taller than a block, smaller than the mask; `Auto`'s choice
 /// of them; and the typed errors where they do not apply (on a GPU without tensor copies,
@@ -753,13 +826,7 @@ fn tensor_copy_kernels_match_the_reference() {
     };
     let mask = random_separable_mask(&mut rng, (31, 31));
     let image = random_array3(&mut rng, (300, 257, 1)).index_axis_move(Axis(2), 0);
-    if !has_tensor_copies() {
-        assert!(matches!(
-            engine().correlate2d(&image, &mask, &named),
-            Err(ConvError::InvalidLaunch { .. })
-        ));
-        common::assert_engine_works();
-        eprintln!("tensor copies: not on this device; naming them is a typed error");
+    if refused_without_tensor_copies((&image, &mask), &named) {
         return;
     }
     let mut runs = 0;
@@ -798,50 +865,13 @@ fn tensor_copy_kernels_match_the_reference() {
     let mut general = mask.clone();
     general[[2, 3]] += 1e-3;
     let rectangular = random_separable_mask(&mut rng, (5, 7));
-    let mut failures: Vec<_> = [
-        Conv2dOptions {
-            mode: BoundaryMode::Reflect,
-            ..named
-        },
-        Conv2dOptions {
-            mode: BoundaryMode::Constant(1.0),
-            ..named
-        },
-        Conv2dOptions {
-            origin: [0, 1],
-            ..named
-        },
-        Conv2dOptions {
-            tile: Some((32, 8)),
-            ..named
-        },
-    ]
-    .iter()
-    .map(|options| engine().correlate2d(&image, &mask, options))
-    .collect();
-    failures.push(engine().correlate2d(&image, &rectangular, &named));
-    failures.push(engine().correlate2d(&image, &general, &named));
     let channels = engine().correlate2d(&rgb, &mask, &named);
-    failures.push(channels.map(|a| a.index_axis_move(Axis(2), 0)));
-    for (case, result) in failures.into_iter().enumerate() {
-        assert!(
-            matches!(result, Err(ConvError::InvalidLaunch { .. })),
-            "case {case}: {result:?}"
-        );
-    }
-    for options in [
-        Conv2dOptions {
-            mode: BoundaryMode::Reflect,
-            ..Default::default()
-        },
-        Conv2dOptions {
-            origin: [0, 1],
-            ..Default::default()
-        },
-    ] {
-        let plan = engine().plan2d(&mask, (4096, 4096, 1), &options).unwrap();
-        assert_eq!(plan.kernel, Kernel::Separable, "{options:?}");
-    }
+    let others = vec![
+        engine().correlate2d(&image, &rectangular, &named),
+        engine().correlate2d(&image, &general, &named),
+        channels.map(|a| a.index_axis_move(Axis(2), 0)),
+    ];
+    check_refusals((&image, &mask), named, others, Kernel::Separable);
     common::assert_engine_works();
     eprintln!("tensor copies: {runs} runs matched the reference (seed {seed})");
 }
@@ -860,13 +890,7 @@ fn streaming_tensor_copy_kernels_match_the_reference() {
     };
     let mask = random_mask(&mut rng, (9, 9));
     let image = random_array3(&mut rng, (300, 257, 1)).index_axis_move(Axis(2), 0);
-    if !has_tensor_copies() {
-        assert!(matches!(
-            engine().correlate2d(&image, &mask, &named),
-            Err(ConvError::InvalidLaunch { .. })
-        ));
-        common::assert_engine_works();
-        eprintln!("streaming tensor copies: not on this device; naming them is a typed error");
+    if refused_without_tensor_copies((&image, &mask), &named) {
         return;
     }
     let mut runs = 0;
@@ -905,52 +929,14 @@ fn streaming_tensor_copy_kernels_match_the_reference() {
     }
     // Where they do not apply: other borders, off-centre rows, tiles, other shapes, 2
     // channels. Each a typed error, and Auto then takes the thread-staged kernel.
-    let mut failures: Vec<_> = [
-        Conv2dOptions {
-            mode: BoundaryMode::Reflect,
-            ..named
-        },
-        Conv2dOptions {
-            mode: BoundaryMode::Constant(1.0),
-            ..named
-        },
-        Conv2dOptions {
-            origin: [0, 1],
-            ..named
-        },
-        Conv2dOptions {
-            tile: Some((32, 8)),
-            ..named
-        },
-    ]
-    .iter()
-    .map(|options| engine().correlate2d(&image, &mask, options))
-    .collect();
-    for shape in [(11, 11), (5, 7)] {
-        failures.push(engine().correlate2d(&image, &random_mask(&mut rng, shape), &named));
-    }
+    let mut others: Vec<_> = [(11, 11), (5, 7)]
+        .iter()
+        .map(|&shape| engine().correlate2d(&image, &random_mask(&mut rng, shape), &named))
+        .collect();
     let two = random_array3(&mut rng, (40, 50, 2));
     let two_channels = engine().correlate2d(&two, &mask, &named);
-    failures.push(two_channels.map(|a| a.index_axis_move(Axis(2), 0)));
-    for (case, result) in failures.into_iter().enumerate() {
-        assert!(
-            matches!(result, Err(ConvError::InvalidLaunch { .. })),
-            "case {case}: {result:?}"
-        );
-    }
-    for options in [
-        Conv2dOptions {
-            mode: BoundaryMode::Reflect,
-            ..Default::default()
-        },
-        Conv2dOptions {
-            origin: [0, 1],
-            ..Default::default()
-        },
-    ] {
-        let plan = engine().plan2d(&mask, (4096, 4096, 1), &options).unwrap();
-        assert_eq!(plan.kernel, Kernel::RegisterTiled, "{options:?}");
-    }
+    others.push(two_channels.map(|a| a.index_axis_move(Axis(2), 0)));
+    check_refusals((&image, &mask), named, others, Kernel::RegisterTiled);
     common::assert_engine_works();
     eprintln!("streaming tensor copies: {runs} runs matched the reference (seed {seed})");
 }

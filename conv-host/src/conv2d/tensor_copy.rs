@@ -1,9 +1,12 @@
 //! What the kernels staged by Hopper's tensor copies (`Kernel::SeparableTma`,
 //! `Kernel::RegisterTiledTma`) need of the device, the mask and the boundary mode.
 
-use super::Mask2d;
+use super::{Mask2d, separable};
+use crate::abi::{SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP};
 use crate::engine::DeviceInfo;
-use crate::options::BoundaryMode;
+use crate::error::{ConvError, Result};
+use crate::options::{BoundaryMode, Kernel};
+use crate::plan::{LaunchPlan, check_block};
 
 /// Why no tensor-copy kernel can run this mask and mode on this device, if none can: they need
 /// a GPU of compute capability 9.0 or more (Hopper's tensor memory accelerator), a mask whose
@@ -30,4 +33,72 @@ pub(crate) fn unsupported(
         ));
     }
     None
+}
+
+/// The plan of the tensor-copy design `kernel` (entry points `family...`): its `entry_point`
+/// where one applies (`Err` says why none does), a fixed block of 256 threads (a strip of 256
+/// elements; the host sizes its height) and `shared_bytes` of shared memory.
+pub(crate) fn plan(
+    device: &DeviceInfo,
+    (kernel, family): (Kernel, &'static str),
+    entry_point: std::result::Result<&'static str, String>,
+    shared_bytes: impl FnOnce() -> u64,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let invalid = ConvError::invalid_launch(family);
+    let entry_point = entry_point.map_err(&invalid)?;
+    let block = (SEPARABLE_THREADS, 1);
+    if tile.is_some_and(|t| t != block) {
+        return Err(invalid(format!(
+            "the tensor-copy kernels use a fixed {block:?} block"
+        )));
+    }
+    let bytes = shared_bytes();
+    check_block(device, entry_point, block, bytes)?;
+    Ok(LaunchPlan {
+        kernel,
+        entry_point,
+        block,
+        output_tile: (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
+        shared_memory_bytes: bytes as u32,
+        mask_in_constant_memory: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv2d::separable_tma::tests::{centred, device};
+
+    #[test]
+    fn tensor_copies_need_hopper_the_zero_border_and_a_mask_centred_along_the_rows() {
+        let (hopper, zero) = (device((9, 0)), BoundaryMode::Constant(0.0));
+        for m in [3, 9, 31] {
+            assert!(unsupported(&hopper, &centred(m), zero).is_none());
+            assert!(unsupported(&device((8, 9)), &centred(m), zero).is_some());
+            for mode in [
+                BoundaryMode::Constant(1.0),
+                BoundaryMode::Nearest,
+                BoundaryMode::Reflect,
+                BoundaryMode::Mirror,
+                BoundaryMode::Wrap,
+            ] {
+                assert!(
+                    unsupported(&hopper, &centred(m), mode).is_some(),
+                    "{mode:?}"
+                );
+            }
+            let off_centre = Mask2d {
+                left: 0,
+                ..centred(m)
+            };
+            assert!(unsupported(&hopper, &off_centre, zero).is_some());
+            // Only the anchor along the rows matters: copies start anywhere down the columns.
+            let lower = Mask2d {
+                top: 0,
+                ..centred(m)
+            };
+            assert!(unsupported(&hopper, &lower, zero).is_none());
+        }
+    }
 }
