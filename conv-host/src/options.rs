@@ -92,7 +92,8 @@ pub enum Kernel {
     /// 2D masks up to 9 x 9, 16 elements x 2 rows for the wide ones) and reuses every input
     /// value it reads for all of them. `Auto` picks it where it applies, unless the input is
     /// too small to give it enough blocks (fewer than one per two SMs in 1D, one per five SMs
-    /// for the wide 2D design), where a seed design is faster.
+    /// for the wide 2D design), where a seed design is faster, and where
+    /// [`RegisterTiledTma`](Kernel::RegisterTiledTma) applies and is faster.
     RegisterTiled,
     /// 2D masks of rank 1 (`mask[i][j] = column[i] * row[j]`, such as Gaussian and box masks):
     /// one fused kernel filters along the rows into shared memory, then down the columns, so an
@@ -115,7 +116,9 @@ pub enum Kernel {
     /// while the block computes the current ones, one barrier a step instead of two. It needs
     /// a GPU of compute capability 9.0 or more, a square mask of 3, 5, 7 or 9 taps over 1, 3
     /// or 4 channels, centred along the rows (`origin[1] = 0`), and the zero border,
-    /// `BoundaryMode::Constant(0.0)`; naming it otherwise is an error.
+    /// `BoundaryMode::Constant(0.0)`; naming it otherwise is an error. `Auto` picks it for such
+    /// masks from 7 x 7 on, for 5 x 5 over several channels, and for every size on images up
+    /// to 1024 x 1024 (H200, 8192^2, 9 x 9: 0.229 against 0.278 ms).
     RegisterTiledTma,
 }
 
