@@ -164,9 +164,11 @@ fn plan(
         }
         Kernel::Separable => return separable::plan(device, (rows, cols), channels, tile),
         Kernel::SeparableTma => {
-            return separable_tma::plan(device, mask, channels, mode, tile);
+            return tensor_copy::plan(device, kernel, mask, (channels, mode), tile);
         }
-        Kernel::RegisterTiledTma => return stream_tma::plan(device, mask, channels, mode, tile),
+        Kernel::RegisterTiledTma => {
+            return tensor_copy::plan(device, kernel, mask, (channels, mode), tile);
+        }
         // A 1 x N or N x 1 mask gains nothing from two passes. The wide separable kernels
         // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
         // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
@@ -183,7 +185,8 @@ fn plan(
         {
             // Hopper, zero border: the same passes staged by tensor copies, where faster.
             if separable_tma::auto_prefers(rows, height.saturating_mul(width))
-                && let Ok(plan) = separable_tma::plan(device, mask, channels, mode, tile)
+                && let Ok(plan) =
+                    tensor_copy::plan(device, Kernel::SeparableTma, mask, (channels, mode), tile)
             {
                 return Ok(plan);
             }
@@ -219,7 +222,13 @@ fn plan(
         // Hopper, zero border: the streaming passes staged by tensor copies, where faster.
         if is_stream(&plan)
             && stream_tma::auto_prefers(rows, channels, height.saturating_mul(width))
-            && let Ok(plan) = stream_tma::plan(device, mask, channels, mode, tile)
+            && let Ok(plan) = tensor_copy::plan(
+                device,
+                Kernel::RegisterTiledTma,
+                mask,
+                (channels, mode),
+                tile,
+            )
         {
             return Ok(plan);
         }

@@ -1,12 +1,7 @@
 //! The fused separable kernels staged by Hopper's tensor copies (`Kernel::SeparableTma`): when
-//! they apply, their plan, and the height of their blocks.
+//! they apply (their plan is `tensor_copy::plan`), and the height of their blocks.
 
-use super::{Mask2d, separable, tensor_copy};
-use crate::abi::SeparableTmaLayout;
-use crate::engine::DeviceInfo;
-use crate::error::Result;
-use crate::options::{BoundaryMode, Kernel};
-use crate::plan::LaunchPlan;
+use super::{Mask2d, separable};
 
 /// `[(size, name)]` of the one-channel entry points `{prefix}{size}_c1`.
 macro_rules! tma_entry_table {
@@ -33,55 +28,27 @@ pub(crate) const ENTRY_POINTS: &[(u32, &str)] = &tma_entry_table!(
     "conv2d_separable_tma_m": 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );
 
-/// Why the tensor-copy kernels cannot run this mask, mode and channel count on this device,
-/// if they cannot: beyond what every tensor-copy kernel needs ([`tensor_copy::unsupported`]),
-/// one channel and a square rank-1 mask of 3 to 31 taps (odd).
-pub(crate) fn unsupported(
-    device: &DeviceInfo,
+/// The tensor-copy kernel for this mask over this many channels, or why none was compiled for
+/// them: one channel and a square rank-1 mask of 3 to 31 taps, odd (what the device and the
+/// mode must allow besides: `tensor_copy::unsupported`).
+pub(crate) fn entry_point(
     mask: &Mask2d,
     channels: usize,
-    mode: BoundaryMode,
-) -> Option<String> {
-    if entry_point(mask.rows, mask.cols).is_none() {
-        return Some(format!(
-            "compiled for square masks of 3 to 31 taps (odd); this one is {} x {}",
-            mask.rows, mask.cols
-        ));
-    }
-    if channels != 1 {
-        return Some(format!(
-            "compiled for one channel; this image has {channels}"
-        ));
-    }
-    tensor_copy::unsupported(device, mask, mode)
-}
-
-fn entry_point(rows: usize, cols: usize) -> Option<&'static str> {
-    ENTRY_POINTS
+) -> std::result::Result<&'static str, String> {
+    let (rows, cols) = (mask.rows, mask.cols);
+    let entry = ENTRY_POINTS
         .iter()
         .find(|&&(m, _)| rows == m as usize && cols == m as usize)
         .map(|&(_, name)| name)
-}
-
-/// Plans the tensor-copy kernel for a rank-1 mask, or explains why it cannot run.
-pub(crate) fn plan(
-    device: &DeviceInfo,
-    mask: &Mask2d,
-    channels: usize,
-    mode: BoundaryMode,
-    tile: Option<(u32, u32)>,
-) -> Result<LaunchPlan> {
-    let entry_point = match unsupported(device, mask, channels, mode) {
-        Some(reason) => Err(reason),
-        None => entry_point(mask.rows, mask.cols).ok_or_else(|| "no kernel".to_string()),
-    };
-    tensor_copy::plan(
-        device,
-        (Kernel::SeparableTma, "conv2d_separable_tma"),
-        entry_point,
-        || SeparableTmaLayout::new(mask.rows as u64).words * 4,
-        tile,
-    )
+        .ok_or_else(|| {
+            format!("compiled for square masks of 3 to 31 taps (odd); this one is {rows} x {cols}")
+        })?;
+    if channels != 1 {
+        return Err(format!(
+            "compiled for one channel; this image has {channels}"
+        ));
+    }
+    Ok(entry)
 }
 
 /// Output rows per block for an image of `height` rows in `strips` column strips, a mask
@@ -108,10 +75,11 @@ pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, 
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::abi::SeparableTmaLayout;
     use crate::abi::{
         SEPARABLE_MASKS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, TMA_SECOND_REGION,
     };
-    use crate::error::ConvError;
+    use crate::engine::DeviceInfo;
 
     pub(crate) fn device(compute_capability: (i32, i32)) -> DeviceInfo {
         DeviceInfo {
@@ -139,19 +107,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn applies_only_to_hopper_one_channel_centred_square_masks_and_the_zero_border() {
-        let hopper = device((9, 0));
-        let zero = BoundaryMode::Constant(0.0);
+    fn compiled_for_one_channel_and_square_odd_masks_of_3_to_31() {
         for m in SEPARABLE_MASKS {
-            let plan = plan(&hopper, &centred(m as usize), 1, zero, None).expect("applies");
-            assert_eq!(plan.kernel, Kernel::SeparableTma);
-            assert_eq!(plan.entry_point, format!("conv2d_separable_tma_m{m}_c1"));
+            let entry = entry_point(&centred(m as usize), 1);
+            assert_eq!(entry, Ok(format!("conv2d_separable_tma_m{m}_c1").as_str()));
         }
-        // Beyond what every tensor-copy kernel needs (`tensor_copy`'s test): one channel.
+        // What the device, the mode and the anchor must allow: `tensor_copy`'s tests.
         let mask = centred(31);
-        assert!(unsupported(&hopper, &mask, 3, zero).is_some());
-        assert!(unsupported(&device((8, 0)), &mask, 1, zero).is_some());
-        assert!(unsupported(&hopper, &mask, 1, BoundaryMode::Reflect).is_some());
+        assert!(entry_point(&mask, 3).is_err());
         let wide = Mask2d {
             values: vec![1.0; 31 * 5],
             rows: 5,
@@ -159,12 +122,7 @@ pub(crate) mod tests {
             top: 2,
             left: 15,
         };
-        assert!(unsupported(&hopper, &wide, 1, zero).is_some());
-        assert!(matches!(
-            plan(&hopper, &wide, 1, zero, None),
-            Err(ConvError::InvalidLaunch { .. })
-        ));
-        assert!(plan(&hopper, &centred(5), 1, zero, Some((32, 8))).is_err());
+        assert!(entry_point(&wide, 1).is_err());
     }
 
     #[test]

@@ -1,12 +1,8 @@
 //! The streaming kernels staged by Hopper's tensor copies (`Kernel::RegisterTiledTma`): when
-//! they apply, their plan, the boxes of their tensor map, and the height of their blocks.
+//! they apply (their plan is `tensor_copy::plan`), the boxes of their tensor map, and the height of their blocks.
 
-use super::{Mask2d, separable, square_entry_point, tensor_copy};
+use super::{Mask2d, separable, square_entry_point};
 use crate::abi::{STREAM_MASKS, StreamTmaLayout};
-use crate::engine::DeviceInfo;
-use crate::error::Result;
-use crate::options::{BoundaryMode, Kernel};
-use crate::plan::LaunchPlan;
 
 /// The tensor-copy streaming entry points: `(mask size, channels, name)`, as `conv-kernels`
 /// declares them (`stream_tma.rs`, sm_90 build).
@@ -27,45 +23,21 @@ pub(crate) fn auto_prefers(mask: usize, channels: usize, pixels: usize) -> bool 
     mask >= 7 || (mask == 5 && channels > 1) || pixels <= 1024 * 1024
 }
 
-/// Why these kernels cannot run this mask, mode and channel count on this device, if they
-/// cannot: beyond what every tensor-copy kernel needs ([`tensor_copy::unsupported`]), a square
-/// mask of 3, 5, 7 or 9 taps over 1, 3 or 4 channels.
-pub(crate) fn unsupported(
-    device: &DeviceInfo,
+/// The tensor-copy streaming kernel for this mask over this many channels, or why none was
+/// compiled for them: a square mask of 3, 5, 7 or 9 taps over 1, 3 or 4 channels (what the
+/// device and the mode must allow besides: `tensor_copy::unsupported`).
+pub(crate) fn entry_point(
     mask: &Mask2d,
     channels: usize,
-    mode: BoundaryMode,
-) -> Option<String> {
-    if square_entry_point(ENTRY_POINTS, (mask.rows, mask.cols), channels).is_none() {
-        return Some(format!(
+) -> std::result::Result<&'static str, String> {
+    let (rows, cols) = (mask.rows, mask.cols);
+    let entry = square_entry_point(ENTRY_POINTS, (rows, cols), channels).ok_or_else(|| {
+        format!(
             "compiled for square masks of {STREAM_MASKS:?} taps over 1, 3 or 4 channels; this \
-             one is {} x {} over {channels}",
-            mask.rows, mask.cols
-        ));
-    }
-    tensor_copy::unsupported(device, mask, mode)
-}
-
-/// Plans the tensor-copy streaming kernel for a square mask, or explains why it cannot run.
-pub(crate) fn plan(
-    device: &DeviceInfo,
-    mask: &Mask2d,
-    channels: usize,
-    mode: BoundaryMode,
-    tile: Option<(u32, u32)>,
-) -> Result<LaunchPlan> {
-    let entry_point = match unsupported(device, mask, channels, mode) {
-        Some(reason) => Err(reason),
-        None => square_entry_point(ENTRY_POINTS, (mask.rows, mask.cols), channels)
-            .ok_or_else(|| "no kernel".to_string()),
-    };
-    tensor_copy::plan(
-        device,
-        (Kernel::RegisterTiledTma, "conv2d_stream_tma"),
-        entry_point,
-        || StreamTmaLayout::new(mask.rows as u64, channels as u64).words * 4,
-        tile,
-    )
+             one is {rows} x {cols} over {channels}"
+        )
+    })?;
+    Ok(entry)
 }
 
 /// The tensor map's box, `(elements, rows)`, for a square mask of `mask` taps over `channels`.
@@ -93,33 +65,20 @@ mod tests {
         REGISTER_CHANNELS, SEPARABLE_WIDE_CHUNK_ROWS, STREAM_TMA_RING_ROWS,
         STREAM_TMA_SECOND_REGION,
     };
-    use crate::conv2d::separable_tma::tests::{centred, device};
-    use crate::error::ConvError;
+    use crate::conv2d::separable_tma::tests::centred;
 
     #[test]
-    fn applies_only_to_hopper_centred_square_masks_of_3_to_9_and_the_zero_border() {
-        let hopper = device((9, 0));
-        let zero = BoundaryMode::Constant(0.0);
+    fn compiled_for_square_masks_of_3_to_9_over_1_3_or_4_channels() {
         for m in STREAM_MASKS {
             for c in REGISTER_CHANNELS {
-                let plan =
-                    plan(&hopper, &centred(m as usize), c as usize, zero, None).expect("applies");
-                assert_eq!(plan.kernel, Kernel::RegisterTiledTma);
-                assert_eq!(plan.entry_point, format!("conv2d_stream_tma_m{m}_c{c}"));
+                let entry = entry_point(&centred(m as usize), c as usize);
+                assert_eq!(entry, Ok(format!("conv2d_stream_tma_m{m}_c{c}").as_str()));
             }
         }
-        // Beyond what every tensor-copy kernel needs (`tensor_copy`'s test): the shapes and
-        // channel counts compiled.
+        // What the device, the mode and the anchor must allow: `tensor_copy`'s tests.
         let mask = centred(9);
-        assert!(unsupported(&hopper, &mask, 2, zero).is_some());
-        assert!(unsupported(&hopper, &centred(11), 1, zero).is_some());
-        assert!(unsupported(&device((8, 9)), &mask, 1, zero).is_some());
-        assert!(unsupported(&hopper, &mask, 3, BoundaryMode::Wrap).is_some());
-        assert!(matches!(
-            plan(&hopper, &centred(7), 1, BoundaryMode::Reflect, None),
-            Err(ConvError::InvalidLaunch { .. })
-        ));
-        assert!(plan(&hopper, &centred(5), 1, zero, Some((32, 8))).is_err());
+        assert!(entry_point(&mask, 2).is_err());
+        assert!(entry_point(&centred(11), 1).is_err());
     }
 
     #[test]

@@ -1,8 +1,9 @@
-//! What the kernels staged by Hopper's tensor copies (`Kernel::SeparableTma`,
-//! `Kernel::RegisterTiledTma`) need of the device, the mask and the boundary mode.
+//! The kernels staged by Hopper's tensor copies (`Kernel::SeparableTma`,
+//! `Kernel::RegisterTiledTma`): what they need of the device, the mask and the boundary mode,
+//! and their plans.
 
-use super::{Mask2d, separable};
-use crate::abi::{SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP};
+use super::{Mask2d, separable, separable_tma, stream_tma};
+use crate::abi::{SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableTmaLayout, StreamTmaLayout};
 use crate::engine::DeviceInfo;
 use crate::error::{ConvError, Result};
 use crate::options::{BoundaryMode, Kernel};
@@ -35,32 +36,50 @@ pub(crate) fn unsupported(
     None
 }
 
-/// The plan of the tensor-copy design `kernel` (entry points `family...`): its `entry_point`
-/// where one applies (`Err` says why none does), a fixed block of 256 threads (a strip of 256
-/// elements; the host sizes its height) and `shared_bytes` of shared memory.
+/// Plans the tensor-copy design `kernel` (`SeparableTma`, or else `RegisterTiledTma`) for this
+/// mask, channel count and mode, or explains why it cannot run: its entry point where one
+/// applies, a fixed block of 256 threads (a strip of 256 elements; the host sizes its height)
+/// and the shared memory of its layout.
 pub(crate) fn plan(
     device: &DeviceInfo,
-    (kernel, family): (Kernel, &'static str),
-    entry_point: std::result::Result<&'static str, String>,
-    shared_bytes: impl FnOnce() -> u64,
+    kernel: Kernel,
+    mask: &Mask2d,
+    (channels, mode): (usize, BoundaryMode),
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
-    let invalid = ConvError::invalid_launch(family);
-    let entry_point = entry_point.map_err(&invalid)?;
+    let separable = kernel == Kernel::SeparableTma;
+    let (invalid, entry_point) = if separable {
+        (
+            ConvError::invalid_launch("conv2d_separable_tma"),
+            separable_tma::entry_point(mask, channels),
+        )
+    } else {
+        (
+            ConvError::invalid_launch("conv2d_stream_tma"),
+            stream_tma::entry_point(mask, channels),
+        )
+    };
+    let entry_point = entry_point
+        .and_then(|entry| unsupported(device, mask, mode).map_or(Ok(entry), Err))
+        .map_err(&invalid)?;
     let block = (SEPARABLE_THREADS, 1);
     if tile.is_some_and(|t| t != block) {
         return Err(invalid(format!(
             "the tensor-copy kernels use a fixed {block:?} block"
         )));
     }
-    let bytes = shared_bytes();
-    check_block(device, entry_point, block, bytes)?;
+    let words = if separable {
+        SeparableTmaLayout::new(mask.rows as u64).words
+    } else {
+        StreamTmaLayout::new(mask.rows as u64, channels as u64).words
+    };
+    check_block(device, entry_point, block, words * 4)?;
     Ok(LaunchPlan {
         kernel,
         entry_point,
         block,
         output_tile: (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
-        shared_memory_bytes: bytes as u32,
+        shared_memory_bytes: (words * 4) as u32,
         mask_in_constant_memory: true,
     })
 }
@@ -99,6 +118,26 @@ mod tests {
                 ..centred(m)
             };
             assert!(unsupported(&hopper, &lower, zero).is_none());
+        }
+    }
+
+    #[test]
+    fn plans_name_their_design_and_refuse_tiles_and_what_does_not_apply() {
+        let (hopper, zero) = (device((9, 0)), BoundaryMode::Constant(0.0));
+        for (kernel, mask, entry) in [
+            (Kernel::SeparableTma, 31, "conv2d_separable_tma_m31_c1"),
+            (Kernel::RegisterTiledTma, 9, "conv2d_stream_tma_m9_c1"),
+        ] {
+            let mask = centred(mask);
+            let planned = plan(&hopper, kernel, &mask, (1, zero), None).expect("applies");
+            assert_eq!((planned.kernel, planned.entry_point), (kernel, entry));
+            assert_eq!(planned.block, (SEPARABLE_THREADS, 1));
+            for (mode, tile) in [(BoundaryMode::Reflect, None), (zero, Some((32, 8)))] {
+                assert!(matches!(
+                    plan(&hopper, kernel, &mask, (1, mode), tile),
+                    Err(ConvError::InvalidLaunch { .. })
+                ));
+            }
         }
     }
 }
