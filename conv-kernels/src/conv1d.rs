@@ -211,8 +211,15 @@ pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2_global_mask(
     unsafe { tiled_l2(input, GlobalMask(mask), output, &p) }
 }
 
-/// How far ahead of its own tile a 4-output register-tiled 1D block prefetches into L2.
+/// How far ahead of its own tile a register-tiled 1D block prefetches into L2.
 const PREFETCH_AHEAD_ELEMENTS: usize = 1 << 20;
+
+/// Whether the register-tiled 1D kernel for `M` taps prefetches ahead into L2: all but 15
+/// taps. H200, 2^26 elements, alternating runs: 7 taps 0.1405 to 0.1335 ms, 3 taps 0.1388 to
+/// 0.1333, 31 taps 0.159 to 0.153 (2^28: 0.601 to 0.578), but 15 taps 0.144 to 0.148.
+const fn prefetches_ahead(mask_len: usize) -> bool {
+    mask_len != 15
+}
 
 /// Register-tiled design, specialised at compile time on the mask length `M`. A block of
 /// `REGISTER_THREADS_1D` = 256 threads produces `256 * P` outputs, `P = register_outputs_1d(M)`
@@ -220,8 +227,8 @@ const PREFETCH_AHEAD_ELEMENTS: usize = 1 << 20;
 /// inside the input, and every load issued before any store) in shared memory; then thread `t`
 /// reads the `M + P - 1` values its `P` consecutive outputs `Pt..Pt + P` need with 16-byte shared
 /// loads, keeps them in registers, applies the taps as compile-time constant-memory operands and
-/// writes its outputs with 16-byte stores. Blocks of 4 outputs a thread first ask L2 for a
-/// later block's span.
+/// writes its outputs with 16-byte stores. Except at 15 taps, blocks first ask L2 for a later
+/// block's span.
 ///
 /// # Safety
 /// As [`direct`]; `p.mask_len = M`, the mask in `MASK`, a 256-thread launch with
@@ -241,12 +248,11 @@ unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p:
     let start = (p.block_offset + block_idx_x()) as usize * tile;
     let first = start as i64 - p.left as i64;
     let len = p.len as usize;
-    if per_thread == 4 {
+    if const { prefetches_ahead(M) } {
         // Ask L2 for the span of the tile 2^20 elements (4 MiB) ahead, which a block starting
         // about when this one ends will stage (one 128-byte line per thread of the first
-        // `tile / 32`): its loads then wait on L2, not device memory. H200, 2^26 elements,
-        // three runs: 7 taps 0.1405 to 0.1335 ms, 3 taps 0.1388 to 0.1333 (0.134 to 0.136 from
-        // 2 to 5 MiB ahead); the 8-output kernels gained at most 1% at 31 taps and lost 3% at 15.
+        // `tile / 32`): its loads then wait on L2, not device memory. 7 taps: 0.134 to 0.136
+        // ms from 2 to 5 MiB ahead; 31 taps: 0.153 ms at 4 and 6 MiB, 0.156 at 8.6 (one wave).
         let ahead = start + PREFETCH_AHEAD_ELEMENTS + 32 * tid;
         if tid < tile / 32 && ahead < len {
             // SAFETY: `ahead < len`: inside the input buffer.
