@@ -596,17 +596,18 @@ impl Engine {
         let (tile_h, block, shared_memory_bytes) = match strip_step {
             // The strip designs: blocks as tall as their cost model says for this image.
             Some(step) => {
+                let (sms, per_sm) = (u64::from(sms), u64::from(session.resident_blocks(plan)?));
+                let (strips, slots) = (blocks_x, sms * per_sm);
                 let rows_per_block = match plan.kernel {
-                    Kernel::SeparableTma => separable_tma::rows_per_block,
-                    Kernel::RegisterTiledTma => stream_tma::rows_per_block,
-                    _ => separable::strip_rows_per_block,
+                    Kernel::SeparableTma => {
+                        separable_tma::rows_per_block(height, strips, mask.rows, slots, step)
+                    }
+                    Kernel::RegisterTiledTma => {
+                        stream_tma::rows_per_block(height, strips, mask.rows, (sms, per_sm), step)
+                    }
+                    _ => separable::strip_rows_per_block(height, strips, mask.rows, slots, step),
                 };
-                let slots = u64::from(sms) * u64::from(session.resident_blocks(plan)?);
-                (
-                    rows_per_block(height, blocks_x, mask.rows, slots, step),
-                    plan.block,
-                    plan.shared_memory_bytes,
-                )
+                (rows_per_block, plan.block, plan.shared_memory_bytes)
             }
             // Full blocks whatever the image size: fewer rows of threads for small images
             // made the wide register-tiled kernels slower (H200, 1024^2 31x31: 0.207 ms with 2

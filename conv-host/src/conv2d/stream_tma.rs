@@ -46,15 +46,49 @@ pub(crate) fn box_dims(mask: usize, channels: usize) -> (u32, u32) {
     (layout.box_width as u32, layout.box_rows as u32)
 }
 
+/// The most steps a block walks: taller blocks were the fastest in none of the H200 sweeps
+/// below but one, 8192^2 9 x 9 (16 steps 0.2195 ms, 8 steps 0.2211, 33 steps 0.2259), and
+/// at 8192^2 and 5 x 5 33 steps took 0.165 ms against 0.151 at 3.
+const MAX_STEPS: u64 = 12;
+
 /// Output rows per block for an image of `height` rows in `strips` column strips, a mask
-/// `mask` rows tall and `chunk` input rows per step, where `slots` blocks run at once: `chunk
-/// k - (mask - 1)` rows, with the `k` that minimises `ceil(blocks / slots) x (k + 1)`, whole
-/// waves of blocks that take about the same time each (their steps and a step's worth for the
-/// first copies, which no earlier step hides).
-pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, chunk: u32) -> u32 {
-    let slots = slots.max(1);
+/// `mask` rows tall and `chunk` input rows per step, where `sms` SMs run `per_sm` blocks each
+/// at once: `chunk k - (mask - 1)` rows, with the `k` up to [`MAX_STEPS`] that minimises
+/// `(per_sm x waves + tail) x (k + 1)`, the whole waves of blocks that take about the same
+/// time each (their steps and a step's worth for the first copies, which no earlier step
+/// hides) and a last, partial wave. An SM's blocks share it, so a full wave takes `per_sm`
+/// units of a block's time; a last wave of at most one block per SM takes 1.25 (a block
+/// alone on an SM runs at about 80% of what two make it do), a larger one a full wave's.
+///
+/// H200, the tensor-copy kernels (two blocks per SM), 22 images and masks from 512^2 to
+/// 8192^2, 3 x 3 to 9 x 9, over 1, 3 and 4 channels, timed at 1 to 20 or 24 steps per block
+/// (two rounds each): the pick is 1.5% slower than the fastest on average and 7.3% at worst
+/// (1024^2 x 3, 5 x 5: 2 steps, 3 the best), where counting whole waves alone (this model's
+/// predecessor, which chose one wave of 33 steps at 8192^2) was 3.9% and 16% (1536^2, 9 x 9:
+/// 2 steps 0.0207 ms, 3 steps 0.0178). Blocks alone on their SM are what it missed: 2048^2
+/// 9 x 9 takes 0.0259 ms in 112 blocks of 5 steps, one per SM, and 0.0286 in 192 of 3.
+pub(crate) fn rows_per_block(
+    height: u32,
+    strips: u64,
+    mask: usize,
+    (sms, per_sm): (u64, u64),
+    chunk: u32,
+) -> u32 {
+    let (sms, per_sm) = (sms.max(1), per_sm.max(1));
+    let slots = sms * per_sm;
+    // In quarters of a block's time, so that the lone wave's 1.25 stays an integer.
+    let (full_wave, lone_wave) = (4 * per_sm, 5.min(4 * per_sm));
     separable::rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {
-        blocks.div_ceil(slots) * (steps + 1)
+        if steps > MAX_STEPS {
+            return u64::MAX;
+        }
+        let (waves, rest) = (blocks / slots, blocks % slots);
+        let tail = match rest {
+            0 => 0,
+            rest if rest <= sms => lone_wave,
+            _ => full_wave,
+        };
+        (waves * full_wave + tail) * (steps + 1)
     })
 }
 
@@ -135,14 +169,27 @@ mod tests {
     }
 
     #[test]
-    fn blocks_fill_whole_waves() {
-        let chunk = SEPARABLE_WIDE_CHUNK_ROWS;
-        // 8192^2, 9 x 9, 32 strips, 264 slots: 256 blocks of 33 steps, one wave.
-        assert_eq!(rows_per_block(8192, 32, 9, 264, chunk), 33 * 32 - 8);
-        for (height, strips, mask) in [(8192, 32, 9), (4096, 48, 5), (1000, 4, 7), (1, 1, 3)] {
-            let rows = rows_per_block(height, strips, mask, 264, chunk);
-            assert_eq!((u64::from(rows) + mask as u64 - 1) % u64::from(chunk), 0);
-            assert!(rows >= 1);
+    fn blocks_fill_waves_and_stay_short() {
+        let (chunk, h200) = (SEPARABLE_WIDE_CHUNK_ROWS, (132, 2));
+        // 8192^2, 9 x 9, 32 strips: 11 steps, 768 blocks, two waves and 240 blocks (where 8
+        // steps leave a last wave of 32 blocks, 1,088 in all, and 33 steps would fill one).
+        assert_eq!(rows_per_block(8192, 32, 9, h200, chunk), 11 * 32 - 8);
+        // 2048^2, 9 x 9, 8 strips: 112 blocks of 5 steps, each alone on its SM, rather than
+        // 192 of 3 (two on 60 SMs).
+        assert_eq!(rows_per_block(2048, 8, 9, h200, chunk), 5 * 32 - 8);
+        for (height, strips, mask, residency) in [
+            (8192, 32, 9, h200),
+            (8192, 32, 5, h200),
+            (4096, 48, 5, h200),
+            (1000, 4, 7, h200),
+            (1, 1, 3, h200),
+            (65535, 64, 9, (132, 1)),
+            (300, 2, 3, (1, 1)),
+        ] {
+            let rows = u64::from(rows_per_block(height, strips, mask, residency, chunk));
+            let staged = rows + mask as u64 - 1;
+            assert_eq!(staged % u64::from(chunk), 0, "{height} {strips} {mask}");
+            assert!(rows >= 1 && staged / u64::from(chunk) <= MAX_STEPS);
         }
     }
 }
