@@ -354,6 +354,11 @@ pub const fn strip_row_words(mask: u64, channels: u64) -> u64 {
 /// (`conv2d_stream_m{size}_c{channels}`).
 pub const STREAM_MASKS: [u32; 4] = [3, 5, 7, 9];
 
+/// The smallest streaming mask size whose kernels are bound by their multiply-adds rather than
+/// by memory (H200: 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). The
+/// kernels change their bands and prefetch from it on, the host its blocks' heights.
+pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
+
 /// Shared memory of a streaming block, in `f32` words: a ring of staged input rows (a step's
 /// 32 and the `mask - 1` before them, which its outputs still need) and a table of the staged
 /// columns' folded offsets.

@@ -19,7 +19,7 @@
 //! next staging overwrites the rows it read). The ring holds a step's 32 rows and the `M - 1`
 //! before them, small enough (37 to 47 KB) for three blocks per SM where registers allow.
 
-use crate::abi::{Conv2dParams, StreamLayout};
+use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, StreamLayout};
 use crate::gpu::{ConstantMask, Mask, sync_threads};
 use crate::strip::{CHUNK, PassSums, Strip};
 use crate::wide::accumulate_window_after;
@@ -114,15 +114,14 @@ pub(crate) unsafe fn pass<const M: usize, const C: usize, const R: usize, const 
     unsafe { strip.pass::<M, MAX_WINDOW_QUADS, R>(at, ring, out, accumulate_rows::<M, C, R, SKIP>) }
 }
 
-/// The smallest mask whose kernel is bound by its multiply-adds rather than by memory (H200:
-/// 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). From it on, the pass
-/// runs in bands of 2 rows (7 x 7: 392 instead of 1,568 multiply-adds of code per band; the
-/// smaller masks keep one band of 8 rows, which reads each ring row once), and the kernel
-/// does not prefetch the next step's rows (9 x 9 measured 1% slower with it; 5 x 5 3% faster).
-/// Bands of 4 rows measured slower at 9 x 9 (0.299 against 0.285 ms, a band loop of 1,296
-/// multiply-adds waits on instruction fetch) and at 7 x 7 with the aligned ring (0.233 against
-/// 0.210 ms: register spills; 0.204 ms before it).
-pub(crate) const COMPUTE_BOUND_FROM: usize = 7;
+/// [`STREAM_COMPUTE_BOUND_FROM`]: from it on, the pass runs in bands of 2 rows (7 x 7: 392
+/// instead of 1,568 multiply-adds of code per band; the smaller masks keep one band of 8 rows,
+/// which reads each ring row once), and the kernel does not prefetch the next step's rows (9 x
+/// 9 measured 1% slower with it; 5 x 5 3% faster). Bands of 4 rows measured slower at 9 x 9
+/// (0.299 against 0.285 ms, a band loop of 1,296 multiply-adds waits on instruction fetch) and
+/// at 7 x 7 with the aligned ring (0.233 against 0.210 ms: register spills; 0.204 ms before
+/// it).
+pub(crate) const COMPUTE_BOUND_FROM: usize = STREAM_COMPUTE_BOUND_FROM;
 
 /// 16-byte quads of a pass thread's window: its 4 elements and the `(M - 1) C` after them.
 const fn window_quads(mask: usize, channels: usize) -> usize {

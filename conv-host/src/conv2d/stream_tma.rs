@@ -2,7 +2,7 @@
 //! they apply (their plan is `tensor_copy::plan`), the boxes of their tensor map, and the height of their blocks.
 
 use super::{Mask2d, separable, square_entry_point};
-use crate::abi::{STREAM_MASKS, StreamTmaLayout};
+use crate::abi::{STREAM_COMPUTE_BOUND_FROM, STREAM_MASKS, StreamTmaLayout};
 
 /// The tensor-copy streaming entry points: `(mask size, channels, name)`, as `conv-kernels`
 /// declares them (`stream_tma.rs`, sm_90 build).
@@ -51,9 +51,28 @@ pub(crate) fn box_dims(mask: usize, channels: usize) -> (u32, u32) {
 /// at 8192^2 and 5 x 5 33 steps took 0.165 ms against 0.151 at 3.
 const MAX_STEPS: u64 = 12;
 
+/// The most steps a block walks for the masks bound by memory (below
+/// [`STREAM_COMPUTE_BOUND_FROM`]), whose blocks, unlike the compute-bound ones, lose more to
+/// their height than to a partial last wave: blocks of 2 or 3 steps were the fastest of 1 to
+/// 20 steps, or within 0.2% of it, in all 8 sweeps from 3072^2 x 3 on, both GPUs (2048^2 x 3
+/// was 2% faster at 6). Twelve steps against three, 4096^2 x 3, 5 x 5: H200 0.1142 against
+/// 0.1127 ms, H100 0.1536 against 0.1482 (2 steps 0.1472). Thread-staged blocks behave alike,
+/// with and without their prefetch (H100, 8192^2 5 x 5: 22 steps 0.243 and 0.232 ms, 2 steps
+/// 0.197 and 0.199).
+const MAX_STEPS_MEMORY_BOUND: u64 = 3;
+
+/// The most steps a block walks for a mask `mask` rows tall.
+fn max_steps(mask: usize) -> u64 {
+    if mask < STREAM_COMPUTE_BOUND_FROM {
+        MAX_STEPS_MEMORY_BOUND
+    } else {
+        MAX_STEPS
+    }
+}
+
 /// Output rows per block for an image of `height` rows in `strips` column strips, a mask
 /// `mask` rows tall and `chunk` input rows per step, where `sms` SMs run `per_sm` blocks each
-/// at once: `chunk k - (mask - 1)` rows, with the `k` up to [`MAX_STEPS`] that minimises
+/// at once: `chunk k - (mask - 1)` rows, with the `k` up to [`max_steps`] that minimises
 /// `(per_sm x waves + tail) x (k + 1)`, the whole waves of blocks that take about the same
 /// time each (their steps and a step's worth for the first copies, which no earlier step
 /// hides) and a last, partial wave. An SM's blocks share it, so a full wave takes `per_sm`
@@ -78,8 +97,9 @@ pub(crate) fn rows_per_block(
     let slots = sms * per_sm;
     // In quarters of a block's time, so that the lone wave's 1.25 stays an integer.
     let (full_wave, lone_wave) = (4 * per_sm, 5.min(4 * per_sm));
+    let most = max_steps(mask);
     separable::rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {
-        if steps > MAX_STEPS {
+        if steps > most {
             return u64::MAX;
         }
         let (waves, rest) = (blocks / slots, blocks % slots);
@@ -177,6 +197,8 @@ mod tests {
         // 2048^2, 9 x 9, 8 strips: 112 blocks of 5 steps, each alone on its SM, rather than
         // 192 of 3 (two on 60 SMs).
         assert_eq!(rows_per_block(2048, 8, 9, h200, chunk), 5 * 32 - 8);
+        // 4096^2 x 3, 5 x 5, 48 strips: 3 steps, where whole waves alone would take 12.
+        assert_eq!(rows_per_block(4096, 48, 5, h200, chunk), 3 * 32 - 4);
         for (height, strips, mask, residency) in [
             (8192, 32, 9, h200),
             (8192, 32, 5, h200),
@@ -189,7 +211,7 @@ mod tests {
             let rows = u64::from(rows_per_block(height, strips, mask, residency, chunk));
             let staged = rows + mask as u64 - 1;
             assert_eq!(staged % u64::from(chunk), 0, "{height} {strips} {mask}");
-            assert!(rows >= 1 && staged / u64::from(chunk) <= MAX_STEPS);
+            assert!(rows >= 1 && staged / u64::from(chunk) <= max_steps(mask));
         }
     }
 }
