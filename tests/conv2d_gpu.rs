@@ -437,9 +437,17 @@ fn register_tiled_kernels_match_the_reference() {
                 "Auto's design for a general {rows}x{cols} mask on a 4096^2 image"
             );
             // Tall and wide images give blocks and steps inside the image next to those at the
-            // borders; widths around multiples of 128 and 256 elements move the border across
-            // warps and blocks.
-            for (h, w) in [(1, 1), (67, 1), (37, 53), (130, 70), (300, 257), (290, 515)] {
+            // borders; widths around multiples of 128, 256 and 512 elements move the border
+            // across warps and blocks (1031 elements leave a last strip of 7, 3093 one of 21).
+            for (h, w) in [
+                (1, 1),
+                (67, 1),
+                (37, 53),
+                (130, 70),
+                (300, 257),
+                (290, 515),
+                (45, 1031),
+            ] {
                 let mode = all_modes()[rng.random_range(0..6)];
                 let convolve = rng.random_bool(0.5);
                 let origin = [
@@ -466,6 +474,8 @@ fn register_tiled_kernels_match_the_reference() {
     for (mode, mask_shape) in [
         (BoundaryMode::Constant(0.5), (5, 5)),
         (BoundaryMode::Reflect, (5, 5)),
+        (BoundaryMode::Nearest, (7, 7)),
+        (BoundaryMode::Mirror, (9, 9)),
         (BoundaryMode::Wrap, (15, 15)),
     ] {
         let options = Conv2dOptions {
