@@ -257,19 +257,22 @@ fn bound_block_size(ptx: &str) -> String {
     out
 }
 
-/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_stream_m{M}_c{C}(`, three for every
-/// size; the tensor-copy ones, `...conv2d_stream_tma_m{M}_c{C}(`, two, as many as their 72-row
-/// ring of 78 to 97 KB allows, which leaves them up to 128 registers; or
-/// `...conv2d_wide_w{W}_c{C}(`): the most for which ptxas (sm_90) fits the kernel without
-/// spilling, and that their shared memory allows (2 for those not listed; ptxas then takes 72
-/// to 128 registers). Left to itself, ptxas hoists loads and takes up to 255 registers, which
-/// leaves one block per SM. On an H200 the streaming 5 x 5 kernel measured 0.167 ms with three
-/// blocks against 0.174 ms with two; the 7 x 7 and 9 x 9 ones fit three since their pass runs
-/// in bands of 2 rows (0.206 and 0.282 ms against 0.214 and 0.294 ms with two blocks and one
-/// band of 8 rows).
+/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_stream_m{M}_c{C}(`, four for 3 x 3
+/// and 5 x 5, whose steps of 16 rows leave each pass thread 16 sums, three for the others; the
+/// tensor-copy ones, `...conv2d_stream_tma_m{M}_c{C}(`, two, as many as their 72-row ring of 78
+/// to 97 KB allows, which leaves them up to 128 registers; or `...conv2d_wide_w{W}_c{C}(`): the
+/// most for which ptxas (sm_90) fits the kernel without spilling, and that their shared memory
+/// allows (2 for those not listed; ptxas then takes 72 to 128 registers). Left to itself, ptxas
+/// hoists loads and takes up to 255 registers, which leaves one block per SM. On an H200 the
+/// streaming 5 x 5 kernel measured 0.167 ms with three blocks against 0.174 ms with two (steps
+/// of 32 rows), and 0.145 ms with four against 0.149 ms with three (steps of 16 rows); the 7 x
+/// 7 and 9 x 9 ones fit three since their pass runs in bands of 2 rows (0.206 and 0.282 ms
+/// against 0.214 and 0.294 ms with two blocks and one band of 8 rows).
 fn register_blocks_per_sm(entry: &str) -> u32 {
-    const BUDGETS: [(&str, u32); 5] = [
+    const BUDGETS: [(&str, u32); 7] = [
         ("stream_tma_", 2),
+        ("stream_m3_", 4),
+        ("stream_m5_", 4),
         ("stream_", 3),
         ("wide_w9_c1", 4),
         ("wide_w9_c3", 3),

@@ -358,9 +358,19 @@ fn gaussian_filter_matches_the_separable_reference() {
 fn small_register_tiled_cases() {
     let (mut rng, seed) = rng("small-register-tiled");
     let mut runs = 0;
-    for shape in [(3, 3), (7, 7), (9, 9), (5, 11), (15, 15), (31, 31), (7, 1)] {
+    for shape in [
+        (3, 3),
+        (5, 5),
+        (7, 7),
+        (9, 9),
+        (5, 11),
+        (15, 15),
+        (31, 31),
+        (7, 1),
+    ] {
         for channels in [1, 3, 4] {
-            for (h, w) in [(1, 1), (37, 53), (20, 90)] {
+            // 70 x 260: several block rows, strips at both sides.
+            for (h, w) in [(1, 1), (37, 53), (20, 90), (70, 260)] {
                 let options = Conv2dOptions {
                     mode: all_modes()[rng.random_range(0..6)],
                     kernel: Kernel::RegisterTiled,
@@ -470,10 +480,13 @@ fn register_tiled_kernels_match_the_reference() {
             }
         }
     }
-    // Images large enough for full blocks (small ones get fewer rows of threads).
+    // Images large enough for full blocks (small ones get fewer rows of threads) of several
+    // steps each, which wrap their rings.
     for (mode, mask_shape) in [
+        (BoundaryMode::Nearest, (3, 3)),
         (BoundaryMode::Constant(0.5), (5, 5)),
         (BoundaryMode::Reflect, (5, 5)),
+        (BoundaryMode::Mirror, (5, 5)),
         (BoundaryMode::Nearest, (7, 7)),
         (BoundaryMode::Mirror, (9, 9)),
         (BoundaryMode::Wrap, (15, 15)),

@@ -335,7 +335,12 @@ pub const SEPARABLE_WIDE_MAX_WORDS: u64 = (228 * 1024 / 2 - 1024) / 4;
 /// between two of its groups of `R` rows, and its reads decide where once per group (see
 /// `strip::Strip::pass`).
 pub const fn strip_ring_rows(mask: u64) -> u64 {
-    (SEPARABLE_WIDE_CHUNK_ROWS as u64 + mask - 1).next_multiple_of(8)
+    strip_ring_rows_in_steps_of(SEPARABLE_WIDE_CHUNK_ROWS as u64, mask)
+}
+
+/// [`strip_ring_rows`] for steps of `chunk` rows (16 or 32).
+pub const fn strip_ring_rows_in_steps_of(chunk: u64, mask: u64) -> u64 {
+    (chunk + mask - 1).next_multiple_of(8)
 }
 
 /// Elements of a staged row of a strip block (wide separable and streaming kernels): the
@@ -356,12 +361,28 @@ pub const STREAM_MASKS: [u32; 4] = [3, 5, 7, 9];
 
 /// The smallest streaming mask size whose kernels are bound by their multiply-adds rather than
 /// by memory (H200: 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). The
-/// kernels change their bands and prefetch from it on, the host its blocks' heights.
+/// kernels change their steps, bands and prefetch from it on, the host its blocks' heights.
 pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
 
+/// Input rows per step of a streaming block for a square mask of `mask` taps a side: 16 for
+/// the memory-bound masks, whose pass threads then hold the sums of 4 output rows instead of 8,
+/// so that four blocks fit an SM in 64 registers (a ring of 24 rows, 25 to 29 KB) and cover
+/// each other's staging and passes (H200, 8192^2: 5 x 5 0.145 against 0.150 ms with steps of
+/// 32 rows and three blocks; three blocks of 16-row steps 0.149 ms, five 0.162 ms with 20
+/// bytes of spills); 32 for the compute-bound ones, whose longer steps cost fewer
+/// instructions per output (H200, 8192^2: 7 x 7 and 9 x 9 1.05 and 1.03 times as long in
+/// steps of 16 rows).
+pub const fn stream_chunk_rows(mask: u64) -> u64 {
+    if mask < STREAM_COMPUTE_BOUND_FROM as u64 {
+        16
+    } else {
+        SEPARABLE_WIDE_CHUNK_ROWS as u64
+    }
+}
+
 /// Shared memory of a streaming block, in `f32` words: a ring of staged input rows (a step's
-/// 32 and the `mask - 1` before them, which its outputs still need) and a table of the staged
-/// columns' folded offsets.
+/// [`stream_chunk_rows`] and the `mask - 1` before them, which its outputs still need) and a
+/// table of the staged columns' folded offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLayout {
     /// Words per staged row ([`strip_row_words`]).
@@ -378,7 +399,7 @@ impl StreamLayout {
     /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels.
     pub const fn new(mask: u64, channels: u64) -> Self {
         let row_words = strip_row_words(mask, channels);
-        let ring_rows = strip_ring_rows(mask);
+        let ring_rows = strip_ring_rows_in_steps_of(stream_chunk_rows(mask), mask);
         let column_table = ring_rows * row_words;
         Self {
             row_words,

@@ -1,25 +1,26 @@
 //! Streaming 2D kernels for square general masks, specialised at compile time on the mask size
 //! `M` and the channel count `C`: a block walks down a strip of the image (see
-//! [`strip`](crate::strip)), staging each step's 32 input rows once into a ring of `32 + M - 1`
-//! rows (rounded up to a multiple of 8: [`strip_ring_rows`](crate::abi::strip_ring_rows)) in
-//! shared memory, and every thread computes 4 consecutive elements x 8 consecutive
-//! output rows from the ring (from 7 x 7 on, 2 rows at a time: see [`COMPUTE_BOUND_FROM`]).
-//! The memory-bound sizes ask L2 for the next step's rows before each pass
-//! ([`Strip::prefetch`]).
+//! [`strip`](crate::strip)), staging each step's `K` input rows once into a ring of `K + M - 1`
+//! rows (rounded up to a multiple of 8) in shared memory, and every thread computes 4
+//! consecutive elements x `K / 4` consecutive output rows from the ring. The memory-bound
+//! sizes (3 x 3 and 5 x 5) walk steps of 16 rows and ask L2 for the next step's rows before
+//! each pass ([`Strip::prefetch`]); from 7 x 7 on ([`COMPUTE_BOUND_FROM`]) steps are 32 rows
+//! and the pass takes its 8 rows 2 at a time ([`stream_chunk_rows`] says why).
 //!
 //! Per ring row a thread reads its window, `4 + (M - 1) C` elements, with 16-byte reads (the
 //! 32 threads of a warp read consecutive quads of one row, free of bank conflicts), and feeds
-//! each value to every accumulator it belongs to: up to `8 x 4 x M` multiply-adds per row,
+//! each value to every accumulator it belongs to: up to `K / 4 x 4 x M` multiply-adds per row,
 //! each tap a compile-time constant-memory operand, for `(4 + (M - 1) C) / 4` reads. Each
 //! input element is loaded from global memory once per block (the design it replaced, a
 //! thread walking down 16 rows with its windows in registers, loaded it once per window
 //! covering it and the halo rows once per 16-row thread).
 //!
 //! Two barriers per step: after the staging (the pass reads the rows) and after the pass (the
-//! next staging overwrites the rows it read). The ring holds a step's 32 rows and the `M - 1`
-//! before them, small enough (37 to 47 KB) for three blocks per SM where registers allow.
+//! next staging overwrites the rows it read). The ring holds a step's rows and the `M - 1`
+//! before them: 25 to 29 KB in steps of 16 rows (four blocks per SM), 37 to 47 KB in steps of
+//! 32 (three blocks).
 
-use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, StreamLayout};
+use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, StreamLayout, stream_chunk_rows};
 use crate::gpu::{ConstantMask, Mask, sync_threads};
 use crate::strip::{CHUNK, PassSums, Strip};
 use crate::wide::accumulate_window_after;
@@ -30,9 +31,35 @@ use crate::wide::accumulate_window_after;
 /// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the
 /// `M x M` taps row by row; `p.mask_h = p.mask_w = M`, `p.channels = C`; a `(256, 1)` block
 /// with `StreamLayout::new(M, C).words * 4` bytes of shared memory; `p.out_tile_h + M - 1` a
-/// multiple of 32; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned.
+/// multiple of `stream_chunk_rows(M)`; `p.pitch` a multiple of 4 and the output buffer 16-byte
+/// aligned.
 #[inline(always)]
 unsafe fn stream<const M: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    const {
+        let steps = if M < COMPUTE_BOUND_FROM { 16 } else { CHUNK };
+        assert!(stream_chunk_rows(M as u64) == steps)
+    };
+    // SAFETY: forwarded contract, steps of `stream_chunk_rows(M)` rows.
+    unsafe {
+        if M < COMPUTE_BOUND_FROM {
+            stream_in_steps_of::<M, C, 16>(input, output, p)
+        } else {
+            stream_in_steps_of::<M, C, CHUNK>(input, output, p)
+        }
+    }
+}
+
+/// [`stream`] in steps of `K` rows.
+///
+/// # Safety
+/// As [`stream`], with `K = stream_chunk_rows(M)` (the ring the host sized the block's memory
+/// for, and the steps it sized the blocks' heights in).
+#[inline(always)]
+unsafe fn stream_in_steps_of<const M: usize, const C: usize, const K: u64>(
     input: *const f32,
     output: *mut f32,
     p: &Conv2dParams,
@@ -41,8 +68,8 @@ unsafe fn stream<const M: usize, const C: usize>(
     let layout = StreamLayout::new(M as u64, C as u64);
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
-        unsafe { Strip::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
-    // Ring slots of input rows `32 s` (step `s`'s first staged row) and `32 s - (M - 1)` (the
+        unsafe { Strip::<K>::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
+    // Ring slots of input rows `K s` (step `s`'s first staged row) and `K s - (M - 1)` (the
     // first its pass reads): the block's row `h` sits in slot `(h + M - 1) mod ring_rows`, so
     // that every pass starts at a multiple of 8 (see `Strip::pass`).
     let mut step_slot = (M as u64 - 1) % layout.ring_rows;
@@ -68,15 +95,16 @@ unsafe fn stream<const M: usize, const C: usize>(
                 (output, p),
             );
             if M >= COMPUTE_BOUND_FROM {
-                pass::<M, C, 2, 0>(strip, at, ring, out)
+                pass::<M, C, 2, 0, K>(strip, at, ring, out)
             } else {
-                pass::<M, C, 8, 0>(strip, at, ring, out)
+                // One band: the thread's 4 rows of a 16-row step.
+                pass::<M, C, 4, 0, K>(strip, at, ring, out)
             }
         };
         // The next step's rows overwrite the ones this pass read.
         sync_threads();
-        step_slot = strip.advance(step_slot, CHUNK);
-        pass_slot = strip.advance(pass_slot, CHUNK);
+        step_slot = strip.advance(step_slot, K);
+        pass_slot = strip.advance(pass_slot, K);
     }
 }
 
@@ -99,13 +127,19 @@ fn accumulate_rows<const M: usize, const C: usize, const R: usize, const SKIP: u
 }
 
 /// The pass of `Strip::pass` with the windows of `accumulate_rows` (from element `SKIP` of
-/// their first quad on), in bands of `R` rows.
+/// their first quad on), in bands of `R` rows, for steps of `K` rows.
 ///
 /// # Safety
 /// As `Strip::pass`, for windows of `(SKIP + 4 + (M - 1) C) / 4` quads, `quads` rounded up.
 #[inline(always)]
-pub(crate) unsafe fn pass<const M: usize, const C: usize, const R: usize, const SKIP: usize>(
-    strip: Strip,
+pub(crate) unsafe fn pass<
+    const M: usize,
+    const C: usize,
+    const R: usize,
+    const SKIP: usize,
+    const K: u64,
+>(
+    strip: Strip<K>,
     at: (u64, u64),
     ring: (u64, u64, usize),
     out: (*mut f32, &Conv2dParams),
@@ -114,9 +148,9 @@ pub(crate) unsafe fn pass<const M: usize, const C: usize, const R: usize, const 
     unsafe { strip.pass::<M, MAX_WINDOW_QUADS, R>(at, ring, out, accumulate_rows::<M, C, R, SKIP>) }
 }
 
-/// [`STREAM_COMPUTE_BOUND_FROM`]: from it on, the pass runs in bands of 2 rows (7 x 7: 392
-/// instead of 1,568 multiply-adds of code per band; the smaller masks keep one band of 8 rows,
-/// which reads each ring row once), and the kernel does not prefetch the next step's rows (9 x
+/// [`STREAM_COMPUTE_BOUND_FROM`]: from it on, steps are 32 rows and the pass runs in bands of
+/// 2 rows (7 x 7: 392 instead of 1,568 multiply-adds of code per band; the smaller masks take
+/// their 4 rows of a 16-row step in one band, which reads each ring row once), and the kernel does not prefetch the next step's rows (9 x
 /// 9 measured 1% slower with it; 5 x 5 3% faster). Bands of 4 rows measured slower at 9 x 9
 /// (0.299 against 0.285 ms, a band loop of 1,296 multiply-adds waits on instruction fetch) and
 /// at 7 x 7 with the aligned ring (0.233 against 0.210 ms: register spills; 0.204 ms before

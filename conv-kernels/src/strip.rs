@@ -1,23 +1,25 @@
 //! The strip walk that the wide separable and the streaming kernels share.
 //!
 //! A block of 256 threads owns a strip of `STRIP` = 256 output elements (pixels x channels)
-//! and `out_tile_h` output rows, and walks down them `CHUNK` = 32 input rows per step:
+//! and `out_tile_h` output rows, and walks down them `K` input rows per step (`K` = `CHUNK` =
+//! 32, or 16 for the streaming kernels of the memory-bound masks: see
+//! [`stream_chunk_rows`](crate::abi::stream_chunk_rows)):
 //!
-//! - [`Strip::stage`] puts the step's 32 input rows, strip plus the mask's halo, in shared
+//! - [`Strip::stage`] puts the step's `K` input rows, strip plus the mask's halo, in shared
 //!   memory, warp by warp (every load of a warp's rows in flight before its stores); steps that
 //!   reach past the image take each column's folded offset from a table that
 //!   [`Strip::fold_columns`] fills once per block, and fold each row once;
 //! - [`Strip::prefetch`] asks L2 for the next step's rows, so that its staging finds them
 //!   there;
-//! - [`Strip::pass`] runs down the columns: each thread owns 4 consecutive elements of 8
-//!   consecutive output rows and streams the `8 + M - 1` rows they need from a ring of `32 + M
-//!   - 1` rows (a step's rows and the `M - 1` before them) through 16-byte reads, then stores
+//! - [`Strip::pass`] runs down the columns: each thread owns 4 consecutive elements of `K / 4`
+//!   consecutive output rows and streams the `K / 4 + M - 1` rows they need from a ring of `K +
+//!   M - 1` rows (a step's rows and the `M - 1` before them) through 16-byte reads, then stores
 //!   the rows that lie in the block.
 //!
-//! The block's outputs of step `s` are rows `32 s - (M - 1) ..` of its strip: a step's first
+//! The block's outputs of step `s` are rows `K s - (M - 1) ..` of its strip: a step's first
 //! `M - 1` rows complete outputs whose upper rows the previous step staged, so the first step
-//! of a block completes `32 - (M - 1)` rows and the host picks `out_tile_h + M - 1` a multiple
-//! of 32.
+//! of a block completes `K - (M - 1)` rows and the host picks `out_tile_h + M - 1` a multiple
+//! of `K`.
 
 use crate::abi::{Conv2dParams, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, strip_row_words};
 use crate::boundary::Plane;
@@ -28,11 +30,11 @@ use crate::gpu::{
 use crate::wide::{Plain, Staging, store_segment, with_finish};
 use core::marker::PhantomData;
 
-/// Input rows per step.
+/// Input rows per step of the wide separable and tensor-copy kernels.
 pub const CHUNK: u64 = SEPARABLE_WIDE_CHUNK_ROWS as u64;
 /// Output elements of a block row.
 pub const STRIP: u64 = SEPARABLE_WIDE_STRIP as u64;
-/// Output rows of a pass thread.
+/// Output rows of a pass thread in steps of `CHUNK` rows.
 pub const PASS_ROWS: usize = 8;
 /// The column table's entry for a constant ghost cell.
 const NO_COLUMN: u32 = u32::MAX;
@@ -40,9 +42,10 @@ const NO_COLUMN: u32 = u32::MAX;
 /// A pass thread's sums: 4 elements of each of a band's `R` output rows.
 pub type PassSums<const R: usize> = [[f32; 4]; R];
 
-/// The geometry of one block, from the launch parameters.
+/// The geometry of one block walking `K` input rows a step (16 or 32), from the launch
+/// parameters.
 #[derive(Clone, Copy)]
-pub struct Strip {
+pub struct Strip<const K: u64 = CHUNK> {
     /// First element of the strip and first output row.
     pub e0: u64,
     pub y0: u64,
@@ -63,7 +66,12 @@ pub struct Strip {
     column_table: u64,
 }
 
-impl Strip {
+impl<const K: u64> Strip<K> {
+    /// Output rows of a pass thread: a step's `K x 256` outputs over 256 threads of 4
+    /// elements.
+    const THREAD_ROWS: usize = K as usize / 4;
+    /// Threads that prefetch each row of a step.
+    const PREFETCH_THREADS_PER_ROW: u64 = 256 / K;
     /// Starts the block's walk: its strip for a mask `M` taps a side over `C` channels, with a
     /// ring of `ring_rows` rows and the column table at word `column_table`, and the input
     /// image, once the column table is filled and the block has waited for it.
@@ -102,6 +110,7 @@ impl Strip {
         let first_e = e0 as i64 - i64::from(p.left) * C as i64;
         let elements = u64::from(p.width) * C as u64;
         let thread = thread_idx_x();
+        const { assert!(K == 16 || K == 32) };
         // SAFETY: 256 threads per block (caller). Knowing it, the compiler drops the staging's
         // checks that a warp's rows lie in the step (`warp + 8 n < 32`).
         unsafe { core::hint::assert_unchecked(thread < 256) };
@@ -120,10 +129,10 @@ impl Strip {
         }
     }
 
-    /// Steps of 32 input rows that the block's outputs and their `M - 1` halo rows take.
+    /// Steps of `K` input rows that the block's outputs and their `M - 1` halo rows take.
     #[inline(always)]
     pub fn steps<const M: usize>(self) -> u64 {
-        (self.out_rows + M as u64 - 1).div_ceil(CHUNK)
+        (self.out_rows + M as u64 - 1).div_ceil(K)
     }
 
     /// `slot + rows` within the ring, for `slot < ring_rows` and `rows <= ring_rows`.
@@ -156,12 +165,12 @@ impl Strip {
         sync_threads();
     }
 
-    /// Stages step `step`'s 32 input rows, row `ry` of the step from word `row_word(ry)` on,
+    /// Stages step `step`'s `K` input rows, row `ry` of the step from word `row_word(ry)` on,
     /// from `input`, the pitched image `image` describes.
     ///
     /// # Safety
     /// `input` is the image `p` describes and `image` was made from; `row_word(ry)` starts a
-    /// row of `strip_row_words` reserved words for `ry < 32`; the column table is filled.
+    /// row of `strip_row_words` reserved words for `ry < K`; the column table is filled.
     #[inline(always)]
     pub unsafe fn stage<const M: usize, const C: usize>(
         self,
@@ -170,44 +179,51 @@ impl Strip {
         row_word: impl Fn(u64) -> u64,
     ) {
         let staging = Staging::<Plain> {
-            rows: CHUNK,
+            rows: K,
             row_words: strip_row_words(M as u64, C as u64),
             lane: self.lane,
             warp: self.warp,
             warps: 8,
             layout: PhantomData,
         };
-        let step_y = self.first_y + (step * CHUNK) as i64;
-        if self.columns_inside && step_y >= 0 && step_y as u64 + CHUNK <= u64::from(p.height) {
-            staging.interior_at::<M, C, 4, _>(
-                row_word,
-                |ry| (step_y as u64 + ry) * p.pitch + self.first_e as u64 + self.lane,
-                // SAFETY: the step's region lies inside the image.
-                |row, k| unsafe { *input.add((row + 32 * k as u64) as usize) },
-            );
+        let step_y = self.first_y + (step * K) as i64;
+        // A warp's 4 rows of a 32-row step in flight together, its 2 rows of a 16-row one (the
+        // border steps half as many).
+        let short_steps = K < CHUNK;
+        if self.columns_inside && step_y >= 0 && step_y as u64 + K <= u64::from(p.height) {
+            let row = |ry| (step_y as u64 + ry) * p.pitch + self.first_e as u64 + self.lane;
+            // SAFETY: the step's region lies inside the image.
+            let value = |row, k: usize| unsafe { *input.add((row + 32 * k as u64) as usize) };
+            if short_steps {
+                staging.interior_at::<M, C, 2, _>(row_word, row, value);
+            } else {
+                staging.interior_at::<M, C, 4, _>(row_word, row, value);
+            }
         } else {
             // Border steps fold each staged row once and take each column's folded offset
             // from the table: the strips at the image's sides run every step this way, and a
             // fold per element made them the kernel's slowest blocks.
-            staging.interior_at::<M, C, 2, _>(
-                row_word,
-                |ry| image.row(step_y + ry as i64),
-                |row, k| {
-                    let x = self.lane + 32 * k as u64;
-                    // SAFETY: `x < staged_w`: an entry of the table (caller).
-                    let column = unsafe { SharedTile::load(self.column_table + x) }.to_bits();
-                    image.at(row, (column != NO_COLUMN).then_some(u64::from(column)))
-                },
-            );
+            let row = |ry| image.row(step_y + ry as i64);
+            let value = |row, k: usize| {
+                let x = self.lane + 32 * k as u64;
+                // SAFETY: `x < staged_w`: an entry of the table (caller).
+                let column = unsafe { SharedTile::load(self.column_table + x) }.to_bits();
+                image.at(row, (column != NO_COLUMN).then_some(u64::from(column)))
+            };
+            if short_steps {
+                staging.interior_at::<M, C, 1, _>(row_word, row, value);
+            } else {
+                staging.interior_at::<M, C, 2, _>(row_word, row, value);
+            }
         }
     }
 
     /// Asks L2 for the staged region of step `step` (if the block has that step) where it
     /// lies inside the image, so that the step's staging reads L2 instead of waiting on device
     /// memory: issued a step ahead, these fetches run during the pass, when the block has no
-    /// loads of its own in flight. Thread `t` takes row `t / 8` of the step and the 128-byte
-    /// lines `t % 8` and `t % 8 + 8` of its span (16 lines: a span of up to 480 elements and
-    /// its offset in the first line).
+    /// loads of its own in flight. `n = 256 / K` threads take each row of the step, thread
+    /// `t` row `t / n` and the 128-byte lines `t % n` and `t % n + n` of its span (`2n` lines:
+    /// in steps of 32 rows, a span of up to 480 elements and its offset in the first line).
     ///
     /// # Safety
     /// `input` is the pitched image `p` describes.
@@ -217,11 +233,17 @@ impl Strip {
         (input, p): (*const f32, &Conv2dParams),
         step: u64,
     ) {
-        const { assert!(SEPARABLE_WIDE_STRIP as usize + (M - 1) * C <= 480) };
+        let per_row = Self::PREFETCH_THREADS_PER_ROW;
+        const {
+            let lines = 2 * Self::PREFETCH_THREADS_PER_ROW as usize;
+            assert!(SEPARABLE_WIDE_STRIP as usize + (M - 1) * C <= 32 * lines - 32)
+        };
         let elements = (u64::from(p.width) * C as u64) as i64;
         let first = self.first_e.max(0);
         let end = (self.first_e + self.staged_w as i64).min(elements);
-        let y = self.first_y + (step * CHUNK + self.warp * 4 + self.lane / 8) as i64;
+        // Thread `t` is lane `t % 32` of warp `t / 32`, and `per_row` divides 32.
+        let row = self.warp * (32 / per_row) + self.lane / per_row;
+        let y = self.first_y + (step * K + row) as i64;
         if step >= self.steps::<M>() || first >= end || y < 0 || y >= i64::from(p.height) {
             return;
         }
@@ -231,7 +253,7 @@ impl Strip {
             row.wrapping_add(end as usize - 1),
         );
         let first_line = start as u64 & !127;
-        for line in [self.lane % 8, self.lane % 8 + 8] {
+        for line in [self.lane % per_row, self.lane % per_row + per_row] {
             let at = (first_line + 128 * line) as *const f32;
             if at <= last {
                 // SAFETY: between the first and the last element of the row's span, inside
@@ -243,8 +265,8 @@ impl Strip {
 
     /// The pass of step `step` down the columns, and the stores of the outputs it completes:
     /// thread `(c, g)`, `c = lane + 32 (warp % 2)`, `g = warp / 2`, owns elements `4c .. 4c +
-    /// 4` of output rows `32 step - (M - 1) + 8 g ..` (8 rows), which need the ring's rows from
-    /// slot `pass_slot + 8 g` on. It takes them in bands of `R` rows: for each of a band's `R +
+    /// 4` of output rows `K step - (M - 1) + r g ..` (`r = K / 4` rows), which need the ring's
+    /// rows from slot `pass_slot + r g` on. It takes them in bands of `R` rows: for each of a band's `R +
     /// M - 1` rows `i` it reads `quads <= Q` quads from element `4c` on (word `ring + slot *
     /// row_words + 4c`; the rest of the `Q` are zeros) and hands them to `apply(sums, i,
     /// quads)`, then stores the band's rows that lie in the block. A warp whose rows all lie
@@ -253,14 +275,14 @@ impl Strip {
     /// all, between two of its groups of `R` rows: one compare and one select per group
     /// instead of per row (the 31 x 31 column pass: 5 instead of 38).
     ///
-    /// Bands narrower than 8 rows run as a loop that is not unrolled, so that a large mask's
+    /// Bands narrower than `r` rows run as a loop that is not unrolled, so that a large mask's
     /// pass fits the instruction cache (the 9 x 9 pass in one band, 2,700 instructions, waited
     /// on instruction fetch in a fifth of its stall samples) and holds fewer sums, for `M - 1`
     /// more ring rows read per band.
     ///
     /// # Safety
     /// The ring's rows were stored before the last barrier, `4c + 4 quads <= row_words` for
-    /// every `c < 64`; `R` divides 8; `pass_slot` is a multiple of 8 where `ring_rows` is;
+    /// every `c < 64`; `R` divides `K / 4`; `pass_slot` is a multiple of 8 where `ring_rows` is;
     /// `output` is a pitched image as `p` describes, `p.pitch` a multiple of 4 and the buffer
     /// 16-byte aligned.
     #[inline(always)]
@@ -271,11 +293,12 @@ impl Strip {
         (output, p): (*mut f32, &Conv2dParams),
         apply: impl Fn(&mut PassSums<R>, usize, &[[f32; 4]; Q]),
     ) {
-        const { assert!(R > 0 && PASS_ROWS % R == 0) };
+        let rows = Self::THREAD_ROWS;
+        const { assert!(R > 0 && Self::THREAD_ROWS % R == 0) };
         let c = self.lane + 32 * (self.warp % 2);
         let group = self.warp / 2;
-        let first_out = (step * CHUNK + PASS_ROWS as u64 * group) as i64 - (M as i64 - 1);
-        if first_out + PASS_ROWS as i64 <= 0 || first_out >= self.out_rows as i64 {
+        let first_out = (step * K + rows as u64 * group) as i64 - (M as i64 - 1);
+        if first_out + rows as i64 <= 0 || first_out >= self.out_rows as i64 {
             return;
         }
         // Inlined whatever the number of kernels sharing an instance of this pass: an
@@ -283,7 +306,7 @@ impl Strip {
         let band = #[inline(always)]
         |band: usize| {
             let first_out = first_out + (R * band) as i64;
-            let slot = self.advance(pass_slot, PASS_ROWS as u64 * group + (R * band) as u64);
+            let slot = self.advance(pass_slot, rows as u64 * group + (R * band) as u64);
             // Row `i` sits in slot `slot + i`, or `slot + i - ring_rows` from `i = ring_rows -
             // slot` on (at most one wrap: `R + M - 1 <= ring_rows`), a multiple of `R` where
             // the ring is (both terms then are; `ring_rows` is a compile-time constant, so
@@ -349,11 +372,11 @@ impl Strip {
                 }
             });
         };
-        // One band of 8 rows is the whole pass; narrower ones loop without unrolling.
-        if R == PASS_ROWS {
+        // One band of `rows` rows is the whole pass; narrower ones loop without unrolling.
+        if R == rows {
             band(0);
         } else {
-            for b in 0..opaque(PASS_ROWS / R) {
+            for b in 0..opaque(rows / R) {
                 band(b);
             }
         }

@@ -31,7 +31,7 @@ pub(crate) use stream_tma::ENTRY_POINTS as STREAM_TMA_ENTRY_POINTS;
 use crate::abi::{
     Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_CHUNK_ROWS, SEPARABLE_THREADS,
     SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, STREAM_MASKS, StreamLayout, TMA_BOX_WIDTH,
-    WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
+    WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, stream_chunk_rows, wide_row_words,
 };
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
@@ -586,7 +586,9 @@ impl Engine {
         let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
         let sms = device.multiprocessor_count;
         let tensor_copies = matches!(plan.kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma);
-        let strip_step = if is_stream(plan) || separable::is_wide(plan) || tensor_copies {
+        let strip_step = if is_stream(plan) {
+            Some(stream_chunk_rows(mask.rows as u64) as u32)
+        } else if separable::is_wide(plan) || tensor_copies {
             Some(SEPARABLE_WIDE_CHUNK_ROWS)
         } else if plan.kernel == Kernel::Separable {
             Some(SEPARABLE_CHUNK_ROWS)
@@ -964,8 +966,9 @@ mod tests {
 
     /// A streaming pass thread `c < 64` reads the quads of its window (elements from `4c` on,
     /// `4 + (M - 1) C` of them, rounded up to quads) from a ring row: they must lie within the
-    /// row, cover the window, and three blocks' ring and column table must fit a Hopper SM
-    /// (228 KiB).
+    /// row, cover the window, and the blocks per SM that the build asks for (four in steps of
+    /// 16 rows, three in steps of 32) must fit a Hopper SM (228 KiB) with their ring and
+    /// column table.
     #[test]
     fn stream_windows_stay_in_their_rows() {
         for &mask in &STREAM_MASKS {
@@ -977,9 +980,15 @@ mod tests {
                 assert!(4 * last_thread + 4 * window.div_ceil(4) <= layout.row_words);
                 assert!(layout.row_words >= u64::from(SEPARABLE_WIDE_STRIP) + window - 4);
                 // A step's rows and the halo, rounded up to whole groups of 8 for the pass.
-                assert_eq!(layout.ring_rows, (32 + mask - 1).next_multiple_of(8));
+                let step = stream_chunk_rows(mask);
+                assert_eq!(step, if mask < 7 { 16 } else { 32 });
+                assert_eq!(layout.ring_rows, (step + mask - 1).next_multiple_of(8));
                 assert!(layout.column_table >= layout.ring_rows * layout.row_words);
-                assert!(3 * layout.words * 4 <= 228 * 1024, "{mask} x {channels}");
+                let blocks = if step == 16 { 4 } else { 3 };
+                assert!(
+                    blocks * layout.words * 4 <= 228 * 1024,
+                    "{mask} x {channels}"
+                );
             }
         }
     }
