@@ -88,8 +88,9 @@ pub enum Kernel {
     /// Compiled for 1D masks of 3, 5, 7, 9, 15 or 31 taps, and for 2D masks with 1, 3 or 4
     /// channels that are square of 3, 5, 7 or 9 taps, or 1 or any odd number from 9 to 31 taps
     /// wide (any height, up to the 4096 taps of constant memory): each thread keeps several
-    /// outputs in registers (4 or 8 consecutive ones in 1D; 4 elements x 8 rows for the square
-    /// 2D masks up to 9 x 9, 16 elements x 2 rows for the wide ones) and reuses every input
+    /// outputs in registers (4 or 8 consecutive ones in 1D; 4 elements x 4 rows for the square
+    /// 2D masks of 3 and 5 taps, 4 x 8 for 7 and 9, 16 elements x 2 rows for the wide ones) and
+    /// reuses every input
     /// value it reads for all of them. `Auto` picks it where it applies, unless the input is
     /// too small to give it enough blocks (fewer than one per two SMs in 1D, one per five SMs
     /// for the wide 2D design), where a seed design is faster, and where

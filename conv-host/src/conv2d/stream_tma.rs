@@ -11,16 +11,19 @@ pub(crate) const ENTRY_POINTS: &[(u32, u32, &str)] =
 
 /// Whether `Auto` runs a general `mask x mask` mask over an image of `pixels` pixels and
 /// `channels` channels through these kernels where they apply, rather than the streaming
-/// kernels that stage with the threads: from 7 x 7 on, 5 x 5 over several channels, and every
-/// size on images up to 1024^2 pixels. H200, one `bench --auto` run (128^2 to 4096^2, 1 and 3
+/// kernels that stage with the threads: from 7 x 7 on, and 5 x 5 over several channels or on
+/// images smaller than 1024^2 pixels. H200, one `bench --auto` run (128^2 to 4096^2, 1 and 3
 /// channels), time against the thread-staged kernel: 7 x 7 and 9 x 9 0.73 to 0.99 from 256^2
 /// on (1.08 and 1.13 at 128^2, where the tiled kernel beats both); 5 x 5 over 3 channels 0.81
-/// to 0.95 from 256^2 on; one channel, 3 x 3 and 5 x 5, 0.79 to 1.02 up to 1024^2, 1.02 to 1.13
-/// beyond. Two `bench --targets` runs at 8192^2: 9 x 9 0.228 and 0.230 against 0.274 and
-/// 0.279 ms, 7 x 7 0.181 and 0.185 against 0.205 and 0.209 ms, 4096^2 x 3 5 x 5 0.113 and
-/// 0.115 against 0.119 and 0.118 ms, but 5 x 5 0.165 and 0.167 against 0.153 ms.
+/// to 0.95 from 256^2 on. Two `bench --targets` runs at 8192^2: 9 x 9 0.228 and 0.230 against
+/// 0.274 and 0.279 ms, 7 x 7 0.181 and 0.185 against 0.205 and 0.209 ms, 4096^2 x 3 5 x 5 0.113
+/// and 0.115 against 0.119 and 0.118 ms. Since the thread-staged 3 x 3 and 5 x 5 kernels walk
+/// steps of 16 rows (twenty-sixth session; H200, three rounds each), over one channel they take
+/// 0.84 to 0.97 times as long at 3 x 3 from 256^2 to 2048^2 (3 x 3 over 3 channels 0.93 to
+/// 1.07), and 5 x 5 0.87 to 0.95 at 1024^2 but 1.01 to 1.12 at 256^2 and 512^2; 8192^2 5 x 5
+/// 0.145 to 0.149 ms against 0.151 with tensor copies.
 pub(crate) fn auto_prefers(mask: usize, channels: usize, pixels: usize) -> bool {
-    mask >= 7 || (mask == 5 && channels > 1) || pixels <= 1024 * 1024
+    mask >= 7 || (mask == 5 && (channels > 1 || pixels < 1024 * 1024))
 }
 
 /// The tensor-copy streaming kernel for this mask over this many channels, or why none was
@@ -184,8 +187,9 @@ mod tests {
         let (large, small) = (8192 * 8192, 1024 * 1024);
         assert!(auto_prefers(7, 1, large) && auto_prefers(9, 4, large));
         assert!(auto_prefers(5, 3, large) && !auto_prefers(3, 3, large));
-        assert!(!auto_prefers(5, 1, large) && !auto_prefers(3, 1, small + 1));
-        assert!(auto_prefers(3, 1, small) && auto_prefers(5, 1, 128 * 128));
+        assert!(!auto_prefers(5, 1, large) && !auto_prefers(5, 1, small));
+        assert!(!auto_prefers(3, 1, 128 * 128) && !auto_prefers(3, 3, 128 * 128));
+        assert!(auto_prefers(5, 1, small - 1) && auto_prefers(5, 1, 128 * 128));
     }
 
     #[test]
