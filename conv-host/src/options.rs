@@ -90,10 +90,9 @@ pub enum Kernel {
     /// wide (any height, up to the 4096 taps of constant memory): each thread keeps several
     /// outputs in registers (4 or 8 consecutive ones in 1D; 4 elements x 4 rows for the square
     /// 2D masks of 3 and 5 taps, 4 x 8 for 7 and 9, 16 elements x 2 rows for the wide ones) and
-    /// reuses every input
-    /// value it reads for all of them. `Auto` picks it where it applies, unless the input is
-    /// too small to give it enough blocks (fewer than one per two SMs in 1D, one per five SMs
-    /// for the wide 2D design), where a seed design is faster, and where
+    /// reuses every input value it reads for all of them. `Auto` picks it where it applies,
+    /// unless the input is too small to give it enough blocks (fewer than one per two SMs in
+    /// 1D, one per five SMs for the wide 2D design), where a seed design is faster, and where
     /// [`RegisterTiledTma`](Kernel::RegisterTiledTma) applies and is faster.
     RegisterTiled,
     /// 2D masks of rank 1 (`mask[i][j] = column[i] * row[j]`, such as Gaussian and box masks):
