@@ -230,7 +230,9 @@ fn bound_block_size(ptx: &str) -> String {
             // for their accumulators and staged loads.
             let separable = line.contains("conv2d_separable");
             let general_separable = line.contains("conv2d_separable(");
-            let register = line.contains("conv2d_wide_") || line.contains("conv2d_stream_");
+            let register = ["conv2d_wide_", "conv2d_stream_", "conv2d_stream16_"]
+                .iter()
+                .any(|design| line.contains(design));
             threads = if register || separable { 256 } else { 1024 };
             blocks_per_sm = if general_separable {
                 Some(GENERAL_SEPARABLE_BLOCKS)
@@ -257,8 +259,9 @@ fn bound_block_size(ptx: &str) -> String {
     out
 }
 
-/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_stream_m{M}_c{C}(`, four for 3 x 3
-/// and 5 x 5, whose steps of 16 rows leave each pass thread 16 sums, three for the others; the
+/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_stream_m{M}_c{C}(`, three for every
+/// size, `...conv2d_stream16_m{M}_c{C}(` four, since their steps of 16 rows leave each pass
+/// thread 16 sums; the
 /// tensor-copy ones, `...conv2d_stream_tma_m{M}_c{C}(`, two, as many as their 72-row ring of 78
 /// to 97 KB allows, which leaves them up to 128 registers; or `...conv2d_wide_w{W}_c{C}(`): the
 /// most for which ptxas (sm_90) fits the kernel without spilling, and that their shared memory
@@ -269,10 +272,9 @@ fn bound_block_size(ptx: &str) -> String {
 /// 7 and 9 x 9 ones fit three since their pass runs in bands of 2 rows (0.206 and 0.282 ms
 /// against 0.214 and 0.294 ms with two blocks and one band of 8 rows).
 fn register_blocks_per_sm(entry: &str) -> u32 {
-    const BUDGETS: [(&str, u32); 7] = [
+    const BUDGETS: [(&str, u32); 6] = [
         ("stream_tma_", 2),
-        ("stream_m3_", 4),
-        ("stream_m5_", 4),
+        ("stream16_", 4),
         ("stream_", 3),
         ("wide_w9_c1", 4),
         ("wide_w9_c3", 3),

@@ -35,8 +35,22 @@ pub struct DeviceInfo {
     pub multiprocessor_count: u32,
     /// Peak SM clock in kHz.
     pub clock_rate_khz: u32,
+    /// Peak memory clock in kHz (0 where the driver does not say).
+    pub memory_clock_rate_khz: u32,
+    /// Width of the memory bus in bits (0 where the driver does not say).
+    pub memory_bus_width_bits: u32,
     /// Device memory in bytes.
     pub total_memory: usize,
+}
+
+impl DeviceInfo {
+    /// Peak device-memory bandwidth in bytes per second, from the memory clock and bus width
+    /// (two transfers per clock): 3.35e12 for an H100 SXM, 4.9e12 for an H200. What a kernel
+    /// reaches is less: the benchmark measures it (`bench`'s copy roofline).
+    pub fn peak_memory_bandwidth(&self) -> f64 {
+        2.0 * f64::from(self.memory_clock_rate_khz) * 1e3 * f64::from(self.memory_bus_width_bits)
+            / 8.0
+    }
 }
 
 /// A CUDA context on one device, its convolution kernels, and one stream.
@@ -388,6 +402,8 @@ fn device_info(context: &Arc<CudaContext>) -> Result<DeviceInfo> {
         ),
         multiprocessor_count: attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
         clock_rate_khz: attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE)?,
+        memory_clock_rate_khz: attribute(CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE)?,
+        memory_bus_width_bits: attribute(CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH)?,
         total_memory: context
             .total_mem()
             .context(|| "reading the memory size".into())?,
@@ -744,6 +760,7 @@ mod tests {
             .iter()
             .chain(crate::conv2d::WIDE_ENTRY_POINTS)
             .chain(crate::conv2d::STREAM_ENTRY_POINTS)
+            .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
             .map(|&(_, _, name)| name);
         let names: Vec<&str> = KERNEL_NAMES
             .iter()

@@ -361,28 +361,27 @@ pub const STREAM_MASKS: [u32; 4] = [3, 5, 7, 9];
 
 /// The smallest streaming mask size whose kernels are bound by their multiply-adds rather than
 /// by memory (H200: 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). The
-/// kernels change their steps, bands and prefetch from it on, the host its blocks' heights.
+/// kernels change their bands and prefetch from it on, the host its blocks' heights.
 pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
 
-/// Input rows per step of a streaming block for a square mask of `mask` taps a side: 16 for
-/// the memory-bound masks, whose pass threads then hold the sums of 4 output rows instead of 8,
-/// so that four blocks fit an SM in 64 registers (a ring of 24 rows, 25 to 29 KB) and cover
-/// each other's staging and passes (H200, 8192^2: 5 x 5 0.145 against 0.150 ms with steps of
-/// 32 rows and three blocks; three blocks of 16-row steps 0.149 ms, five 0.162 ms with 20
-/// bytes of spills); 32 for the compute-bound ones, whose longer steps cost fewer
-/// instructions per output (H200, 8192^2: 7 x 7 and 9 x 9 1.05 and 1.03 times as long in
-/// steps of 16 rows).
-pub const fn stream_chunk_rows(mask: u64) -> u64 {
-    if mask < STREAM_COMPUTE_BOUND_FROM as u64 {
-        16
-    } else {
-        SEPARABLE_WIDE_CHUNK_ROWS as u64
-    }
-}
+/// Square mask sizes with a streaming 2D kernel in steps of [`STREAM_SHORT_STEP_ROWS`] rows
+/// too, for each of `REGISTER_CHANNELS` (`conv2d_stream16_m{size}_c{channels}`): the
+/// memory-bound sizes, whose pass threads then hold the sums of 4 output rows instead of 8, so
+/// that four blocks fit an SM in 64 registers (a ring of 24 rows, 25 to 29 KB) and cover each
+/// other's staging and passes. The host picks them on GPUs whose memory is fast for their SMs
+/// (H200, 8192^2: 5 x 5 0.145 against 0.150 ms in steps of 32 rows and three blocks; three
+/// blocks of 16-row steps 0.149 ms, five 0.162 ms with 20 bytes of spills; H100 0.202 against
+/// 0.198 ms). The compute-bound sizes have none: their longer steps cost fewer instructions
+/// per output (H200, 8192^2: 7 x 7 and 9 x 9 1.05 and 1.03 times as long in steps of 16 rows).
+pub const STREAM_SHORT_STEP_MASKS: [u32; 2] = [3, 5];
+
+/// Input rows per step of the streaming kernels of [`STREAM_SHORT_STEP_MASKS`]
+/// (`conv2d_stream16_...`); the others walk steps of `SEPARABLE_WIDE_CHUNK_ROWS` = 32.
+pub const STREAM_SHORT_STEP_ROWS: u64 = 16;
 
 /// Shared memory of a streaming block, in `f32` words: a ring of staged input rows (a step's
-/// [`stream_chunk_rows`] and the `mask - 1` before them, which its outputs still need) and a
-/// table of the staged columns' folded offsets.
+/// rows and the `mask - 1` before them, which its outputs still need) and a table of the
+/// staged columns' folded offsets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StreamLayout {
     /// Words per staged row ([`strip_row_words`]).
@@ -396,10 +395,11 @@ pub struct StreamLayout {
 }
 
 impl StreamLayout {
-    /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels.
-    pub const fn new(mask: u64, channels: u64) -> Self {
+    /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels,
+    /// in steps of `step_rows` rows (16 or 32).
+    pub const fn new(mask: u64, channels: u64, step_rows: u64) -> Self {
         let row_words = strip_row_words(mask, channels);
-        let ring_rows = strip_ring_rows_in_steps_of(stream_chunk_rows(mask), mask);
+        let ring_rows = strip_ring_rows_in_steps_of(step_rows, mask);
         let column_table = ring_rows * row_words;
         Self {
             row_words,

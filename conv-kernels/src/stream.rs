@@ -2,10 +2,11 @@
 //! `M` and the channel count `C`: a block walks down a strip of the image (see
 //! [`strip`](crate::strip)), staging each step's `K` input rows once into a ring of `K + M - 1`
 //! rows (rounded up to a multiple of 8) in shared memory, and every thread computes 4
-//! consecutive elements x `K / 4` consecutive output rows from the ring. The memory-bound
-//! sizes (3 x 3 and 5 x 5) walk steps of 16 rows and ask L2 for the next step's rows before
-//! each pass ([`Strip::prefetch`]); from 7 x 7 on ([`COMPUTE_BOUND_FROM`]) steps are 32 rows
-//! and the pass takes its 8 rows 2 at a time ([`stream_chunk_rows`] says why).
+//! consecutive elements x `K / 4` consecutive output rows from the ring. Steps are 32 rows
+//! ([`stream`]), and for the memory-bound sizes (3 x 3 and 5 x 5) also 16 rows
+//! ([`stream_short_steps`]; `STREAM_SHORT_STEP_MASKS` says which GPUs gain). The memory-bound
+//! sizes ask L2 for the next step's rows before each pass ([`Strip::prefetch`]); from 7 x 7 on
+//! ([`COMPUTE_BOUND_FROM`]) the pass takes its 8 rows 2 at a time.
 //!
 //! Per ring row a thread reads its window, `4 + (M - 1) C` elements, with 16-byte reads (the
 //! 32 threads of a warp read consecutive quads of one row, free of bank conflicts), and feeds
@@ -20,52 +21,66 @@
 //! before them: 25 to 29 KB in steps of 16 rows (four blocks per SM), 37 to 47 KB in steps of
 //! 32 (three blocks).
 
-use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, StreamLayout, stream_chunk_rows};
+use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, STREAM_SHORT_STEP_ROWS, StreamLayout};
 use crate::gpu::{ConstantMask, Mask, sync_threads};
 use crate::strip::{CHUNK, PassSums, Strip};
 use crate::wide::accumulate_window_after;
 
-/// The streaming design for an `M x M` mask over `C` channels.
+/// The streaming design for an `M x M` mask over `C` channels, in steps of 32 rows (bands of 8
+/// rows, from [`COMPUTE_BOUND_FROM`] on of 2).
 ///
 /// # Safety
 /// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the
 /// `M x M` taps row by row; `p.mask_h = p.mask_w = M`, `p.channels = C`; a `(256, 1)` block
-/// with `StreamLayout::new(M, C).words * 4` bytes of shared memory; `p.out_tile_h + M - 1` a
-/// multiple of `stream_chunk_rows(M)`; `p.pitch` a multiple of 4 and the output buffer 16-byte
-/// aligned.
+/// with `StreamLayout::new(M, C, 32).words * 4` bytes of shared memory; `p.out_tile_h + M - 1`
+/// a multiple of 32; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned.
 #[inline(always)]
 unsafe fn stream<const M: usize, const C: usize>(
     input: *const f32,
     output: *mut f32,
     p: &Conv2dParams,
 ) {
-    const {
-        let steps = if M < COMPUTE_BOUND_FROM { 16 } else { CHUNK };
-        assert!(stream_chunk_rows(M as u64) == steps)
-    };
-    // SAFETY: forwarded contract, steps of `stream_chunk_rows(M)` rows.
+    // SAFETY: forwarded contract.
     unsafe {
-        if M < COMPUTE_BOUND_FROM {
-            stream_in_steps_of::<M, C, 16>(input, output, p)
+        if M >= COMPUTE_BOUND_FROM {
+            walk::<M, C, CHUNK, 2>(input, output, p)
         } else {
-            stream_in_steps_of::<M, C, CHUNK>(input, output, p)
+            walk::<M, C, CHUNK, 8>(input, output, p)
         }
     }
 }
 
-/// [`stream`] in steps of `K` rows.
+/// The streaming design for a memory-bound `M x M` mask over `C` channels in steps of 16 rows:
+/// each pass thread's 4 rows in one band.
 ///
 /// # Safety
-/// As [`stream`], with `K = stream_chunk_rows(M)` (the ring the host sized the block's memory
-/// for, and the steps it sized the blocks' heights in).
+/// As [`stream`], with `StreamLayout::new(M, C, 16).words * 4` bytes of shared memory and
+/// `p.out_tile_h + M - 1` a multiple of 16.
 #[inline(always)]
-unsafe fn stream_in_steps_of<const M: usize, const C: usize, const K: u64>(
+unsafe fn stream_short_steps<const M: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    const { assert!(M < COMPUTE_BOUND_FROM) };
+    // SAFETY: forwarded contract.
+    unsafe { walk::<M, C, STREAM_SHORT_STEP_ROWS, 4>(input, output, p) }
+}
+
+/// The walk of [`stream`] in steps of `K` rows, the pass in bands of `R` rows.
+///
+/// # Safety
+/// As [`stream`], for `StreamLayout::new(M, C, K)` and `p.out_tile_h + M - 1` a multiple of
+/// `K` (the ring the host sized the block's memory for, and the steps it sized the blocks'
+/// heights in).
+#[inline(always)]
+unsafe fn walk<const M: usize, const C: usize, const K: u64, const R: usize>(
     input: *const f32,
     output: *mut f32,
     p: &Conv2dParams,
 ) {
     const { assert!(M >= 1 && M <= 9 && C >= 1 && C <= 4) };
-    let layout = StreamLayout::new(M as u64, C as u64);
+    let layout = StreamLayout::new(M as u64, C as u64, K);
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
         unsafe { Strip::<K>::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
@@ -94,12 +109,7 @@ unsafe fn stream_in_steps_of<const M: usize, const C: usize, const K: u64>(
                 (0, layout.row_words, window_quads(M, C)),
                 (output, p),
             );
-            if M >= COMPUTE_BOUND_FROM {
-                pass::<M, C, 2, 0, K>(strip, at, ring, out)
-            } else {
-                // One band: the thread's 4 rows of a 16-row step.
-                pass::<M, C, 4, 0, K>(strip, at, ring, out)
-            }
+            pass::<M, C, R, 0, K>(strip, at, ring, out)
         };
         // The next step's rows overwrite the ones this pass read.
         sync_threads();
@@ -148,9 +158,9 @@ pub(crate) unsafe fn pass<
     unsafe { strip.pass::<M, MAX_WINDOW_QUADS, R>(at, ring, out, accumulate_rows::<M, C, R, SKIP>) }
 }
 
-/// [`STREAM_COMPUTE_BOUND_FROM`]: from it on, steps are 32 rows and the pass runs in bands of
-/// 2 rows (7 x 7: 392 instead of 1,568 multiply-adds of code per band; the smaller masks take
-/// their 4 rows of a 16-row step in one band, which reads each ring row once), and the kernel does not prefetch the next step's rows (9 x
+/// [`STREAM_COMPUTE_BOUND_FROM`]: from it on, the pass runs in bands of 2 rows (7 x 7: 392
+/// instead of 1,568 multiply-adds of code per band; the smaller masks take a pass thread's
+/// rows in one band, which reads each ring row once), and the kernel does not prefetch the next step's rows (9 x
 /// 9 measured 1% slower with it; 5 x 5 3% faster). Bands of 4 rows measured slower at 9 x 9
 /// (0.299 against 0.285 ms, a band loop of 1,296 multiply-adds waits on instruction fetch) and
 /// at 7 x 7 with the aligned ring (0.233 against 0.210 ms: register spills; 0.204 ms before
@@ -169,4 +179,10 @@ const MAX_WINDOW_QUADS: usize = window_quads(9, 4);
 specialised_entry_points!(
     stream, conv2d_stream_m, "Streaming 2D kernel, mask size and channels:":
     3, 5, 7, 9
+);
+
+specialised_entry_points!(
+    stream_short_steps, conv2d_stream16_m,
+    "Streaming 2D kernel in steps of 16 rows, mask size and channels:":
+    3, 5
 );

@@ -30,8 +30,9 @@ pub(crate) use stream_tma::ENTRY_POINTS as STREAM_TMA_ENTRY_POINTS;
 
 use crate::abi::{
     Conv2dParams, MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_CHUNK_ROWS, SEPARABLE_THREADS,
-    SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, STREAM_MASKS, StreamLayout, TMA_BOX_WIDTH,
-    WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, stream_chunk_rows, wide_row_words,
+    SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, STREAM_MASKS, STREAM_SHORT_STEP_ROWS,
+    StreamLayout, TMA_BOX_WIDTH, WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS,
+    wide_row_words,
 };
 use crate::engine::{DeviceInfo, Engine};
 use crate::error::{ConvError, Result};
@@ -180,7 +181,7 @@ fn plan(
                 && cols > 1
                 && (separable::has_wide_kernel((rows, cols), channels)
                     || general_separable_wins(rows, cols)
-                    || register_entry_point((rows, cols), channels).is_none())
+                    || register_entry_point(device, (rows, cols), channels).is_none())
                 && separable::factor(mask).is_some() =>
         {
             // Hopper, zero border: the same passes staged by tensor copies, where faster.
@@ -586,8 +587,8 @@ impl Engine {
         let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
         let sms = device.multiprocessor_count;
         let tensor_copies = matches!(plan.kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma);
-        let strip_step = if is_stream(plan) {
-            Some(stream_chunk_rows(mask.rows as u64) as u32)
+        let strip_step = if let Some(rows) = stream_step_rows(plan.entry_point) {
+            Some(rows)
         } else if separable::is_wide(plan) || tensor_copies {
             Some(SEPARABLE_WIDE_CHUNK_ROWS)
         } else if plan.kernel == Kernel::Separable {
@@ -718,28 +719,68 @@ pub(crate) const WIDE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_table!(
     "conv2d_wide_w": 1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );
 
-/// The register-tiled entry point for this mask and channel count, if one was compiled: the
-/// streaming design for square masks of `STREAM_MASKS`, else the wide design for masks of
-/// `WIDE_MASK_WIDTHS` columns (any height).
-fn register_entry_point(mask: (usize, usize), channels: usize) -> Option<&'static str> {
-    square_entry_point(STREAM_ENTRY_POINTS, mask, channels).or_else(|| {
-        WIDE_ENTRY_POINTS
-            .iter()
-            .find(|&&(w, c, _)| mask.1 == w as usize && channels == c as usize)
-            .map(|&(_, _, name)| name)
-    })
+/// The register-tiled entry point for this mask and channel count on `device`, if one was
+/// compiled: the streaming design for square masks of `STREAM_MASKS` (in steps of 16 rows where
+/// `short_stream_steps_pay_off`), else the wide design for masks of `WIDE_MASK_WIDTHS` columns
+/// (any height).
+fn register_entry_point(
+    device: &DeviceInfo,
+    mask: (usize, usize),
+    channels: usize,
+) -> Option<&'static str> {
+    short_stream_steps_pay_off(device)
+        .then(|| square_entry_point(STREAM16_ENTRY_POINTS, mask, channels))
+        .flatten()
+        .or_else(|| square_entry_point(STREAM_ENTRY_POINTS, mask, channels))
+        .or_else(|| {
+            WIDE_ENTRY_POINTS
+                .iter()
+                .find(|&&(w, c, _)| mask.1 == w as usize && channels == c as usize)
+                .map(|&(_, _, name)| name)
+        })
 }
 
-/// The streaming entry points: `(mask size, channels, name)`, as `conv-kernels` declares them
-/// for `STREAM_MASKS x REGISTER_CHANNELS`.
+/// The streaming entry points in steps of 32 rows: `(mask size, channels, name)`, as
+/// `conv-kernels` declares them for `STREAM_MASKS x REGISTER_CHANNELS`.
 pub(crate) const STREAM_ENTRY_POINTS: &[(u32, u32, &str)] =
     &entry_point_table!("conv2d_stream_m": 3, 5, 7, 9);
 
+/// The streaming entry points in steps of 16 rows, for `STREAM_SHORT_STEP_MASKS x
+/// REGISTER_CHANNELS`.
+pub(crate) const STREAM16_ENTRY_POINTS: &[(u32, u32, &str)] =
+    &entry_point_table!("conv2d_stream16_m": 3, 5);
+
+/// Input rows per step of the streaming kernel `entry_point`, or `None` for another kernel.
+fn stream_step_rows(entry_point: &str) -> Option<u32> {
+    let listed = |table: &[(u32, u32, &str)]| table.iter().any(|&(_, _, name)| name == entry_point);
+    if listed(STREAM16_ENTRY_POINTS) {
+        Some(STREAM_SHORT_STEP_ROWS as u32)
+    } else {
+        listed(STREAM_ENTRY_POINTS).then_some(SEPARABLE_WIDE_CHUNK_ROWS)
+    }
+}
+
 /// Whether `plan` runs a streaming kernel.
 fn is_stream(plan: &LaunchPlan) -> bool {
-    STREAM_ENTRY_POINTS
-        .iter()
-        .any(|&(_, _, name)| name == plan.entry_point)
+    stream_step_rows(plan.entry_point).is_some()
+}
+
+/// Device-memory bytes per SM and SM clock cycle, at their peaks, from which the 3 x 3 and 5 x
+/// 5 streaming kernels walk steps of 16 rows, four blocks per SM, instead of 32 rows and three
+/// blocks: where memory is fast for the SMs, the passes' multiply-adds show unless more blocks
+/// cover them; where it is slower, the short steps' extra reads and barriers cost more than
+/// they hide. H200 (4.9 TB/s, 132 SMs at 1.98 GHz: 18.8 bytes a cycle), 8192^2 5 x 5: 0.145 to
+/// 0.149 against 0.150 ms (`bench --targets`, twenty-sixth session), RGB 4096^2 x 3 0.114 to
+/// 0.115 against 0.118 to 0.120; H100 (3.35 TB/s: 12.8 bytes): 0.200 to 0.204 against 0.195 to
+/// 0.199 ms, RGB 0.152 to 0.161 against 0.150 to 0.151. GPUs not measured keep the longer
+/// steps unless their memory is as fast for their SMs as the H200's.
+const SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE: f64 = 16.0;
+
+/// Whether `device` runs the 3 x 3 and 5 x 5 streaming kernels in steps of 16 rows (see
+/// [`SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE`]).
+fn short_stream_steps_pay_off(device: &DeviceInfo) -> bool {
+    let sm_cycles = f64::from(device.multiprocessor_count) * f64::from(device.clock_rate_khz) * 1e3;
+    device.peak_memory_bandwidth() >= SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE * sm_cycles
 }
 
 /// Most shared memory a wide register-tiled block should take, so that two fit on an SM of
@@ -774,17 +815,15 @@ fn plan_register_tiled(
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     let invalid = ConvError::invalid_launch("conv2d_register");
-    let entry_point = register_entry_point((rows, cols), channels).ok_or_else(|| {
+    let entry_point = register_entry_point(device, (rows, cols), channels).ok_or_else(|| {
         invalid(format!(
             "no register-tiled kernel for a {rows} x {cols} mask with {channels} channel(s): it is \
              compiled for square masks of {STREAM_MASKS:?} and masks {WIDE_MASK_WIDTHS:?} \
              wide, with {REGISTER_CHANNELS:?} channels"
         ))
     })?;
-    let stream = STREAM_ENTRY_POINTS
-        .iter()
-        .any(|&(_, _, name)| name == entry_point);
-    let block = if stream {
+    let stream_steps = stream_step_rows(entry_point);
+    let block = if stream_steps.is_some() {
         (SEPARABLE_THREADS, 1)
     } else {
         // Fewer rows of threads where the staged region would leave one block per SM.
@@ -806,8 +845,8 @@ fn plan_register_tiled(
             "the {rows} x {cols} mask has more than the {MASK_CAPACITY} taps constant memory holds"
         )));
     }
-    let (output_tile, shared_bytes) = if stream {
-        let layout = StreamLayout::new(rows as u64, channels as u64);
+    let (output_tile, shared_bytes) = if let Some(steps) = stream_steps {
+        let layout = StreamLayout::new(rows as u64, channels as u64, u64::from(steps));
         (
             (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
             layout.words * 4,
@@ -830,6 +869,7 @@ fn plan_register_tiled(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::abi::STREAM_SHORT_STEP_MASKS;
 
     /// The entry-point tables are written out (the plan hands out `&'static str` names); they
     /// must list exactly the kernels `conv-kernels` declares for the abi's sizes, by its names.
@@ -855,6 +895,10 @@ mod tests {
         assert_eq!(
             listed(STREAM_ENTRY_POINTS),
             expected(&STREAM_MASKS, "stream_m")
+        );
+        assert_eq!(
+            listed(STREAM16_ENTRY_POINTS),
+            expected(&STREAM_SHORT_STEP_MASKS, "stream16_m")
         );
         assert_eq!(
             listed(SEPARABLE_ENTRY_POINTS),
@@ -971,26 +1015,61 @@ mod tests {
     /// column table.
     #[test]
     fn stream_windows_stay_in_their_rows() {
+        let steps_of = |mask: u32| {
+            let short = STREAM_SHORT_STEP_MASKS.contains(&mask);
+            [Some(32), short.then_some(STREAM_SHORT_STEP_ROWS)]
+        };
         for &mask in &STREAM_MASKS {
-            for &channels in &REGISTER_CHANNELS {
-                let (mask, channels) = (u64::from(mask), u64::from(channels));
-                let layout = StreamLayout::new(mask, channels);
-                let window = 4 + (mask - 1) * channels;
-                let last_thread = 63;
-                assert!(4 * last_thread + 4 * window.div_ceil(4) <= layout.row_words);
-                assert!(layout.row_words >= u64::from(SEPARABLE_WIDE_STRIP) + window - 4);
-                // A step's rows and the halo, rounded up to whole groups of 8 for the pass.
-                let step = stream_chunk_rows(mask);
-                assert_eq!(step, if mask < 7 { 16 } else { 32 });
-                assert_eq!(layout.ring_rows, (step + mask - 1).next_multiple_of(8));
-                assert!(layout.column_table >= layout.ring_rows * layout.row_words);
-                let blocks = if step == 16 { 4 } else { 3 };
-                assert!(
-                    blocks * layout.words * 4 <= 228 * 1024,
-                    "{mask} x {channels}"
-                );
+            for step in steps_of(mask).into_iter().flatten() {
+                for &channels in &REGISTER_CHANNELS {
+                    let (mask, channels) = (u64::from(mask), u64::from(channels));
+                    let layout = StreamLayout::new(mask, channels, step);
+                    let window = 4 + (mask - 1) * channels;
+                    let last_thread = 63;
+                    assert!(4 * last_thread + 4 * window.div_ceil(4) <= layout.row_words);
+                    assert!(layout.row_words >= u64::from(SEPARABLE_WIDE_STRIP) + window - 4);
+                    // A step's rows and the halo, rounded up to whole groups of 8 for the pass.
+                    assert_eq!(layout.ring_rows, (step + mask - 1).next_multiple_of(8));
+                    assert!(layout.column_table >= layout.ring_rows * layout.row_words);
+                    let blocks = if step == 16 { 4 } else { 3 };
+                    let what = format!("{mask} x {channels}, steps of {step}");
+                    assert!(blocks * layout.words * 4 <= 228 * 1024, "{what}");
+                }
             }
         }
+    }
+
+    /// The 3 x 3 and 5 x 5 masks run in steps of 16 rows on an H200, in steps of 32 on an H100
+    /// and on a GPU whose driver does not give the memory's clock; the other sizes always in
+    /// steps of 32.
+    #[test]
+    fn short_stream_steps_follow_the_memory_speed() {
+        let h100 = crate::conv2d::separable_tma::tests::device((9, 0));
+        let h200 = DeviceInfo {
+            memory_clock_rate_khz: 3_201_000,
+            memory_bus_width_bits: 6144,
+            ..h100.clone()
+        };
+        let unknown = DeviceInfo {
+            memory_clock_rate_khz: 0,
+            ..h200.clone()
+        };
+        assert!((h100.peak_memory_bandwidth() - 3.35e12).abs() < 0.01e12);
+        assert!((h200.peak_memory_bandwidth() - 4.92e12).abs() < 0.01e12);
+        let steps = |device: &DeviceInfo, m: usize, c: usize| {
+            stream_step_rows(register_entry_point(device, (m, m), c).unwrap())
+        };
+        for c in [1, 3, 4] {
+            for m in [3, 5] {
+                assert_eq!(steps(&h200, m, c), Some(16));
+                assert_eq!(steps(&h100, m, c), Some(32));
+                assert_eq!(steps(&unknown, m, c), Some(32));
+            }
+            for m in [7, 9] {
+                assert_eq!(steps(&h200, m, c), Some(32));
+            }
+        }
+        assert_eq!(steps(&h200, 11, 1), None);
     }
 
     /// The wide kernel reads quad `q` of thread `t`'s window (first element `16 t`) at

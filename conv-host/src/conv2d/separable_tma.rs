@@ -92,6 +92,8 @@ pub(crate) mod tests {
             max_grid_dim: (i32::MAX as u32, 65535),
             multiprocessor_count: 132,
             clock_rate_khz: 1_980_000,
+            memory_clock_rate_khz: 2_619_000,
+            memory_bus_width_bits: 5120,
             total_memory: 80 << 30,
         }
     }
