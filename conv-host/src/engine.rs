@@ -45,7 +45,7 @@ pub struct DeviceInfo {
 
 impl DeviceInfo {
     /// Peak device-memory bandwidth in bytes per second, from the memory clock and bus width
-    /// (two transfers per clock): 3.35e12 for an H100 SXM, 4.9e12 for an H200. What a kernel
+    /// (two transfers per clock): 3.35e12 for an H100 SXM, 4.81e12 for an H200. What a kernel
     /// reaches is less: the benchmark measures it (`bench`'s copy roofline).
     pub fn peak_memory_bandwidth(&self) -> f64 {
         2.0 * f64::from(self.memory_clock_rate_khz) * 1e3 * f64::from(self.memory_bus_width_bits)
