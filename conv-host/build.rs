@@ -8,7 +8,7 @@
 //! GPU architectures: every kernel for `sm_70` with PTX ISA 7.0 (the driver JIT-compiles this
 //! PTX for the GPU it runs on, so one build serves every NVIDIA GPU from Volta on, Hopper
 //! included), and the kernels that need Hopper's tensor copies (`conv2d_separable_tma_*`,
-//! `conv2d_stream_tma_*`)
+//! `conv2d_register_tiled_tma_*`)
 //! again for `sm_90` with PTX ISA 8.0, from a second build of the crate with `--cfg
 //! conv_hopper`; the engine loads those only on devices of compute capability 9.0 or more.
 
@@ -214,7 +214,7 @@ fn entry_spans(ptx: &str) -> Vec<(&str, usize, usize)> {
 /// Blocks per SM for the general separable kernel (`conv2d_separable`): ptxas fits three in 72
 /// registers without spilling (four spilled 8 bytes at 64). Against two (127 registers), three
 /// took an H100 from 0.501 to 0.430 ms on a 9 x 11 rank-1 mask at 8192^2, 0.634 to 0.541 ms at
-/// 15 x 31 and 0.432 to 0.370 ms at 7 x 3; four gained at most 3% more.
+/// 15 x 31 and 0.432 to 0.370 ms at 7 x 3; four gained at most 3% more (PERFORMANCE.md).
 const GENERAL_SEPARABLE_BLOCKS: u32 = 3;
 
 fn bound_block_size(ptx: &str) -> String {
@@ -230,9 +230,7 @@ fn bound_block_size(ptx: &str) -> String {
             // for their accumulators and staged loads.
             let separable = line.contains("conv2d_separable");
             let general_separable = line.contains("conv2d_separable(");
-            let register = ["conv2d_wide_", "conv2d_stream_", "conv2d_stream16_"]
-                .iter()
-                .any(|design| line.contains(design));
+            let register = line.contains("conv2d_register_tiled_");
             threads = if register || separable { 256 } else { 1024 };
             blocks_per_sm = if general_separable {
                 Some(GENERAL_SEPARABLE_BLOCKS)
@@ -259,21 +257,21 @@ fn bound_block_size(ptx: &str) -> String {
     out
 }
 
-/// Blocks per SM for a register-tiled 2D kernel (`...conv2d_stream_m{M}_c{C}(`, three for every
-/// size, `...conv2d_stream16_m{M}_c{C}(` four, since their steps of 16 rows leave each pass
-/// thread 16 sums; the
-/// tensor-copy ones, `...conv2d_stream_tma_m{M}_c{C}(`, two, as many as their 72-row ring of 78
-/// to 97 KB allows, which leaves them up to 128 registers; or `...conv2d_wide_w{W}_c{C}(`): the
+/// Blocks per SM for a register-tiled 2D kernel (`conv2d_register_tiled_stream_m{M}_c{C}`: three
+/// for every size; `conv2d_register_tiled_stream16_m{M}_c{C}`: four, since their steps of 16 rows
+/// leave each pass thread 16 sums; the tensor-copy ones, `conv2d_register_tiled_tma_m{M}_c{C}`:
+/// two, as many as their 72-row ring of 78 to 97 KB allows, which leaves them up to 128
+/// registers; `conv2d_register_tiled_wide_w{W}_c{C}`): the
 /// most for which ptxas (sm_90) fits the kernel without spilling, and that their shared memory
 /// allows (2 for those not listed; ptxas then takes 72 to 128 registers). Left to itself, ptxas
 /// hoists loads and takes up to 255 registers, which leaves one block per SM. On an H200 the
 /// streaming 5 x 5 kernel measured 0.167 ms with three blocks against 0.174 ms with two (steps
 /// of 32 rows), and 0.145 ms with four against 0.149 ms with three (steps of 16 rows); the 7 x
 /// 7 and 9 x 9 ones fit three since their pass runs in bands of 2 rows (0.206 and 0.282 ms
-/// against 0.214 and 0.294 ms with two blocks and one band of 8 rows).
+/// against 0.214 and 0.294 ms with two blocks and one band of 8 rows) (PERFORMANCE.md).
 fn register_blocks_per_sm(entry: &str) -> u32 {
     const BUDGETS: [(&str, u32); 6] = [
-        ("stream_tma_", 2),
+        ("tma_", 2),
         ("stream16_", 4),
         ("stream_", 3),
         ("wide_w9_c1", 4),
@@ -282,7 +280,7 @@ fn register_blocks_per_sm(entry: &str) -> u32 {
     ];
     BUDGETS
         .iter()
-        .find(|(shape, _)| entry.contains(&format!("conv2d_{shape}")))
+        .find(|(shape, _)| entry.contains(&format!("conv2d_register_tiled_{shape}")))
         .map_or(2, |&(_, blocks)| blocks)
 }
 

@@ -23,7 +23,7 @@ mod cli;
 const USAGE: &str = "\
 usage: blur [--input PATH] [--output PATH] [--sigma S] [--truncate T | --radius R]
             [--mode constant|nearest|reflect|mirror|wrap] [--cval V]
-            [--kernel auto|basic|constant|tiled|tiled-l2|register|separable] [--tile XxY]
+            [--kernel auto|basic|constant-mask|tiled|tiled-l2|register-tiled|separable|separable-tma|register-tiled-tma] [--tile XxY]
             [--cpu] [--require-gpu]
 
   --input PATH     PNG or JPEG, 8-bit grey, grey+alpha, RGB or RGBA (default: a built-in image)

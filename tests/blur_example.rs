@@ -164,7 +164,7 @@ fn blur_example_rejects_bad_arguments() {
 fn blur_example_on_the_gpu_matches_the_cpu() {
     let dir = temp_dir("gpu");
     let (gpu, cpu) = (dir.join("gpu.png"), dir.join("cpu.png"));
-    for kernel in ["basic", "constant", "tiled", "tiled-l2"] {
+    for kernel in ["basic", "constant-mask", "tiled", "tiled-l2"] {
         let stdout = run_blur(&[
             "--require-gpu",
             "--kernel",

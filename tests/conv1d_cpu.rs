@@ -1,4 +1,5 @@
-//! The 1D CPU reference: known answers from the seeds and from SciPy, and option errors.
+//! The 1D CPU reference: known answers from the textbook, a blog post and SciPy, and option
+//! errors.
 //! SciPy values were produced with scipy.ndimage 1.17.1 (`correlate1d` / `convolve1d`).
 
 mod common;

@@ -21,7 +21,7 @@ fn check_all_kernels(
     convolve: bool,
 ) -> usize {
     let expected = expected1d(x, w, &options, convolve);
-    for kernel in Kernel::ALL {
+    for kernel in Kernel::TEXTBOOK {
         let options = Conv1dOptions { kernel, ..options };
         let what = format!(
             "{kernel} len {} mask {} convolve {convolve} {options:?}",
@@ -31,7 +31,7 @@ fn check_all_kernels(
         let got = gpu1d(x, w, &options, convolve).unwrap_or_else(|e| panic!("{what}: {e}"));
         expected.check(got.view(), &what);
     }
-    Kernel::ALL.len()
+    Kernel::TEXTBOOK.len()
 }
 
 #[test]
@@ -41,7 +41,7 @@ fn known_answers_on_every_kernel_and_tile() {
     let blog_mask = array![3.0f32, 4.0, 5.0, 4.0, 3.0];
     let exercise_input = array![4.0f32, 1.0, 3.0, 2.0, 3.0];
     let exercise_mask = array![2.0f32, 1.0, 4.0];
-    for kernel in Kernel::ALL {
+    for kernel in Kernel::TEXTBOOK {
         for tile in [1, 2, 3, 32, 1024] {
             let options = Conv1dOptions {
                 kernel,
@@ -179,7 +179,7 @@ fn strided_inputs_and_outputs() {
         base.slice(s![..;-1]),
         base.slice(s![..;-7]),
     ] {
-        for kernel in Kernel::ALL {
+        for kernel in Kernel::TEXTBOOK {
             let options = Conv1dOptions {
                 kernel,
                 mode: BoundaryMode::Mirror,
@@ -212,7 +212,7 @@ fn strided_inputs_and_outputs() {
 fn clamp_and_nan_propagation() {
     let x = array![-2.0f32, 0.25, 2.0, 0.5, f32::NAN, 0.5, 0.5];
     let w = array![1.0f32];
-    for kernel in Kernel::ALL {
+    for kernel in Kernel::TEXTBOOK {
         let options = Conv1dOptions {
             kernel,
             clamp: Some(Clamp { lo: 0.0, hi: 1.0 }),
@@ -357,10 +357,10 @@ fn auto_without_a_register_kernel_matches_the_reference() {
         (MASK_CAPACITY + 1, Kernel::Tiled),
         (shared_limit, Kernel::Basic),
     ];
-    // Signals too short to give the register-tiled kernel a block per two SMs run on the seed
-    // Auto would take without it.
+    // Signals too short to give the register-tiled kernel a block per two SMs run on the
+    // textbook design Auto would take without it.
     let sms = engine().device().multiprocessor_count as usize;
-    for (taps, seed_kernel) in [(3, Kernel::ConstantMask), (31, Kernel::Tiled)] {
+    for (taps, textbook_kernel) in [(3, Kernel::ConstantMask), (31, Kernel::Tiled)] {
         let long = engine()
             .plan1d(1 << 24, taps, &Conv1dOptions::default())
             .unwrap();
@@ -369,7 +369,7 @@ fn auto_without_a_register_kernel_matches_the_reference() {
         let short = engine()
             .plan1d(len, taps, &Conv1dOptions::default())
             .unwrap();
-        assert_eq!(short.kernel, seed_kernel, "{taps} taps, {len} elements");
+        assert_eq!(short.kernel, textbook_kernel, "{taps} taps, {len} elements");
     }
     for (taps, kernel) in cases {
         let plan = engine()

@@ -55,6 +55,13 @@ pub enum ConvError {
         /// Total device memory.
         total: usize,
     },
+    /// Host memory could not be had: page-locked staging buffers, or an output or mask array
+    /// larger than the allocator gives.
+    #[error("out of host memory: this call needs {requested} bytes of host memory")]
+    HostOutOfMemory {
+        /// Bytes asked for.
+        requested: usize,
+    },
     /// The mask has no taps.
     #[error("the mask is empty")]
     EmptyMask,

@@ -79,10 +79,14 @@ mod tests {
         let streaming = crate::abi::STREAM_MASKS.len() * crate::abi::REGISTER_CHANNELS.len();
         assert_eq!(names.len(), crate::abi::SEPARABLE_MASKS.len() + streaming);
         assert!(names.iter().all(|name| {
-            name.starts_with("conv2d_separable_tma_m") || name.starts_with("conv2d_stream_tma_m")
+            name.starts_with("conv2d_separable_tma_m")
+                || name.starts_with("conv2d_register_tiled_tma_m")
         }));
         assert!(!KERNELS_PTX.contains("cp.async.bulk.tensor"));
-        for entry in ["conv2d_separable_tma_m31_c1", "conv2d_stream_tma_m9_c3"] {
+        for entry in [
+            "conv2d_separable_tma_m31_c1",
+            "conv2d_register_tiled_tma_m9_c3",
+        ] {
             let text = module_source(entry).expect("an entry point");
             assert!(text.contains("cp.async.bulk.tensor") && text.contains(".target sm_90"));
             assert_eq!(text.matches(".visible .entry ").count(), 1);

@@ -33,6 +33,7 @@
 mod abi;
 mod conv1d;
 mod conv2d;
+mod device;
 mod engine;
 mod error;
 mod gaussian;
@@ -41,12 +42,18 @@ mod layout;
 mod mask;
 pub mod masks;
 mod options;
+mod pipeline;
 mod plan;
+mod session;
+mod staging;
+#[cfg(feature = "bench")]
+mod timing;
 
 pub use abi::MASK_CAPACITY;
 pub use conv1d::Conv1dOptions;
 pub use conv2d::{Conv2dOptions, ImageDim, SEPARABLE_TOLERANCE};
-pub use engine::{DeviceInfo, Engine};
+pub use device::DeviceInfo;
+pub use engine::Engine;
 pub use error::{ConvError, Result};
 pub use options::{BoundaryMode, Clamp, Kernel};
 pub use plan::LaunchPlan;

@@ -1,6 +1,6 @@
 //! Launch planning shared by the operations: kernel choice and checks against the device.
 
-use crate::engine::DeviceInfo;
+use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
 use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
 

@@ -91,7 +91,7 @@ pub const WIDE_OUTPUTS: u32 = 16;
 /// (each mask row's taps, loaded once, serve them all).
 pub const WIDE_ROWS: u32 = 2;
 /// Mask widths with a wide register-tiled 2D kernel, for each of `REGISTER_CHANNELS`
-/// (`conv2d_wide_w{width}_c{channels}`); any mask height. Width 1 covers column filters.
+/// (`conv2d_register_tiled_wide_w{width}_c{channels}`); any mask height. Width 1 covers column filters.
 pub const WIDE_MASK_WIDTHS: [u32; 13] = [1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
 
 /// Shared-memory word of element `x` of a row staged by a wide register-tiled block: 4 padding
@@ -356,7 +356,7 @@ pub const fn strip_row_words(mask: u64, channels: u64) -> u64 {
 }
 
 /// Square mask sizes with a streaming 2D kernel, for each of `REGISTER_CHANNELS`
-/// (`conv2d_stream_m{size}_c{channels}`).
+/// (`conv2d_register_tiled_stream_m{size}_c{channels}`).
 pub const STREAM_MASKS: [u32; 4] = [3, 5, 7, 9];
 
 /// The smallest streaming mask size whose kernels are bound by their multiply-adds rather than
@@ -365,7 +365,7 @@ pub const STREAM_MASKS: [u32; 4] = [3, 5, 7, 9];
 pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
 
 /// Square mask sizes with a streaming 2D kernel in steps of [`STREAM_SHORT_STEP_ROWS`] rows
-/// too, for each of `REGISTER_CHANNELS` (`conv2d_stream16_m{size}_c{channels}`): the
+/// too, for each of `REGISTER_CHANNELS` (`conv2d_register_tiled_stream16_m{size}_c{channels}`): the
 /// memory-bound sizes, whose pass threads then hold the sums of 4 output rows instead of 8, so
 /// that four blocks fit an SM in 64 registers (a ring of 24 rows, 25 to 29 KB) and cover each
 /// other's staging and passes. The host picks them on GPUs whose memory is fast for their SMs
@@ -373,10 +373,11 @@ pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
 /// blocks of 16-row steps 0.149 ms, five 0.162 ms with 20 bytes of spills; H100 0.202 against
 /// 0.198 ms). The compute-bound sizes have none: their longer steps cost fewer instructions
 /// per output (H200, 8192^2: 7 x 7 and 9 x 9 1.05 and 1.03 times as long in steps of 16 rows).
+/// Measurements: PERFORMANCE.md.
 pub const STREAM_SHORT_STEP_MASKS: [u32; 2] = [3, 5];
 
 /// Input rows per step of the streaming kernels of [`STREAM_SHORT_STEP_MASKS`]
-/// (`conv2d_stream16_...`); the others walk steps of `SEPARABLE_WIDE_CHUNK_ROWS` = 32.
+/// (`conv2d_register_tiled_stream16_...`); the others walk steps of `SEPARABLE_WIDE_CHUNK_ROWS` = 32.
 pub const STREAM_SHORT_STEP_ROWS: u64 = 16;
 
 /// Shared memory of a streaming block, in `f32` words: a ring of staged input rows (a step's

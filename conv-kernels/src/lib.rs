@@ -7,15 +7,8 @@
 //! - [`gpu`]: the device-side layer (thread indices, barrier, constant-memory mask, shared tile);
 //! - [`abi`]: launch parameters shared, source for source, with the host launcher;
 //! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
-//! - [`conv1d`], [`conv2d`]: the kernels;
-//! - [`separable`], [`separable_wide`]: the fused two-pass kernels for separable 2D masks
-//!   (any shape; square masks of the common sizes), and `separable_tma`, the square ones staged
-//!   by Hopper's tensor copies (only in the `--cfg conv_hopper` build for sm_90);
-//! - [`stream`]: the streaming kernels for square general masks up to 9 x 9, and `stream_tma`,
-//!   the same staged by Hopper's tensor copies (only in the `--cfg conv_hopper` build);
-//! - [`strip`]: the strip walk (staging into shared memory, the pass down the columns) that
-//!   the wide separable and streaming kernels share;
-//! - [`wide`]: the staging and window arithmetic the wide designs share;
+//! - [`conv1d`], [`conv2d`]: the kernels, one module per design family (the textbook designs,
+//!   register-tiled, separable, and the tensor-copy designs of the `--cfg conv_hopper` build);
 //! - [`bandwidth`]: the SM copy kernel the benchmark measures as the SMs' memory roofline.
 #![no_std]
 #![feature(
@@ -61,15 +54,6 @@ pub mod boundary;
 pub mod conv1d;
 pub mod conv2d;
 pub mod gpu;
-pub mod separable;
-#[cfg(conv_hopper)]
-pub mod separable_tma;
-pub mod separable_wide;
-pub mod stream;
-#[cfg(conv_hopper)]
-pub mod stream_tma;
-pub mod strip;
-pub mod wide;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.
 #[panic_handler]

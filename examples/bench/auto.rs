@@ -3,7 +3,9 @@
 //! large ones, with general and rank-1 masks, and each case's `Auto` time is compared with the
 //! fastest named design's.
 
-use crate::{Bench, Case1d, Case2d, Row, random_vec};
+use crate::cases::{Case1d, Case2d};
+use crate::report::Row;
+use crate::{Bench, random_vec};
 use conv_host::{Conv1dOptions, Conv2dOptions, Kernel};
 use ndarray::{Array1, Array2, Array3};
 use std::fmt::Write as _;

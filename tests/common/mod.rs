@@ -1,4 +1,5 @@
-//! Helpers shared by the integration tests: random data, the tolerance rule, the shared engine.
+//! Helpers shared by the integration tests: random data, the tolerance rule, the shared engine;
+//! random 2D images and masks (`images`), the tensor-copy designs' checks (`tensor_copy`).
 #![allow(dead_code)]
 
 use approx::relative_eq;
@@ -9,6 +10,9 @@ use ndarray::{Array, Array1, ArrayView, ArrayView1, ArrayView2, Dimension, Ix1, 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
+
+pub mod images;
+pub mod tensor_copy;
 
 /// Relative tolerance of f32 results against the f64 reference.
 pub const TOLERANCE: f64 = 1e-5;

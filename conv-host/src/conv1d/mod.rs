@@ -1,25 +1,28 @@
-//! 1D correlation and convolution: planning, launching, and the `ndarray` API.
+//! 1D correlation and convolution: the `ndarray` API, the choice of design and the launch.
+//! One module per design family, as in `conv-kernels/src/conv1d/`.
 
+mod bands;
 pub(crate) mod reference;
+mod register_tiled;
+mod textbook;
 
-use crate::abi::{
-    Conv1dParams, MASK_CAPACITY, REGISTER_THREADS_1D, register_outputs_1d, register_shared_words_1d,
-};
-use crate::engine::{DeviceInfo, Engine};
+#[cfg(test)]
+pub(crate) use register_tiled::REGISTER_ENTRY_POINTS_1D;
+
+use crate::abi::Conv1dParams;
+use crate::device::DeviceInfo;
+use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
-use crate::plan::{EntryPoints, Launch, LaunchPlan, check_block};
+use crate::plan::{Launch, LaunchPlan};
 use cudarc::driver::{DeviceRepr, LaunchConfig};
 use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
 
 // SAFETY: `Conv1dParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
 // the kernels declare their by-value parameter (it is the same source file).
 unsafe impl DeviceRepr for Conv1dParams {}
-
-/// Threads per block when [`Conv1dOptions::tile`] is `None`.
-pub const DEFAULT_TILE_1D: u32 = 256;
 
 /// Options of a 1D correlation or convolution. `Default` gives SciPy's defaults except the
 /// mode, which is the textbook's zero ghost cells (`Constant(0.0)`).
@@ -38,25 +41,6 @@ pub struct Conv1dOptions {
     pub clamp: Option<Clamp>,
 }
 
-const ENTRY_POINTS: EntryPoints = EntryPoints {
-    basic: "conv1d_basic",
-    constant: "conv1d_constant",
-    tiled: "conv1d_tiled",
-    tiled_global_mask: "conv1d_tiled_global_mask",
-    tiled_l2: "conv1d_tiled_l2",
-    tiled_l2_global_mask: "conv1d_tiled_l2_global_mask",
-};
-
-/// The register-tiled 1D entry points: `(mask length, name)`, as `conv-kernels` declares them.
-pub(crate) const REGISTER_ENTRY_POINTS_1D: [(u32, &str); 6] = [
-    (3, "conv1d_register_m3"),
-    (5, "conv1d_register_m5"),
-    (7, "conv1d_register_m7"),
-    (9, "conv1d_register_m9"),
-    (15, "conv1d_register_m15"),
-    (31, "conv1d_register_m31"),
-];
-
 /// Mask taps in correlation order and the number of taps left of the output position.
 pub(crate) struct Taps {
     pub(crate) values: Vec<f32>,
@@ -74,8 +58,9 @@ pub(crate) fn orient(mask: &[f32], origin: isize, flip: bool) -> Result<Taps> {
     Ok(Taps { values, left })
 }
 
-/// Chooses the entry point for a signal of `len` elements and checks the tile against the
-/// device.
+/// Chooses the design and entry point for a signal of `len` elements and checks the tile
+/// against the device: the register-tiled kernel for the compiled mask lengths where the signal
+/// fills the device, else a textbook design.
 fn plan(
     device: &DeviceInfo,
     (len, mask_len): (usize, usize),
@@ -91,90 +76,19 @@ fn plan(
             reason: format!("Kernel::{kernel:?} applies to 2D masks"),
         });
     }
-    let register = REGISTER_ENTRY_POINTS_1D
-        .iter()
-        .find(|&&(m, _)| m as usize == mask_len);
-    let outputs_per_block =
-        REGISTER_THREADS_1D as usize * register_outputs_1d(mask_len as u64) as usize;
-    let auto_register = register.is_some()
-        && register_fills_device(len, outputs_per_block, device.multiprocessor_count);
-    if kernel == Kernel::RegisterTiled || (kernel == Kernel::Auto && auto_register) {
-        let invalid = ConvError::invalid_launch("conv1d_register");
-        let &(_, entry_point) = register.ok_or_else(|| {
-            let lengths: Vec<u32> = REGISTER_ENTRY_POINTS_1D.iter().map(|&(m, _)| m).collect();
-            invalid(format!(
-                "no register-tiled 1D kernel for {mask_len} taps (compiled for {lengths:?})"
-            ))
-        })?;
-        if tile.is_some_and(|t| t != REGISTER_THREADS_1D) {
-            return Err(invalid(format!(
-                "the register-tiled kernels use {REGISTER_THREADS_1D} threads per block"
-            )));
-        }
-        let output_tile = outputs_per_block as u32;
-        let shared_floats = register_shared_words_1d(mask_len as u64);
-        check_block(
-            device,
-            entry_point,
-            (REGISTER_THREADS_1D, 1),
-            shared_floats * 4,
-        )?;
-        return Ok(LaunchPlan {
-            kernel: Kernel::RegisterTiled,
-            entry_point,
-            block: (REGISTER_THREADS_1D, 1),
-            output_tile: (output_tile, 1),
-            shared_memory_bytes: shared_floats as u32 * 4,
-            mask_in_constant_memory: true,
-        });
+    if kernel == Kernel::RegisterTiled
+        || (kernel == Kernel::Auto && register_tiled::auto_prefers(device, (len, mask_len)))
+    {
+        return register_tiled::plan(device, mask_len, tile);
     }
-    let fits = mask_len <= MASK_CAPACITY;
-    let tile = tile.unwrap_or(DEFAULT_TILE_1D);
-    let tiled_shared_bytes = (u64::from(tile) + mask_len as u64 - 1) * 4;
-    // Auto, masks without a register-tiled kernel: the tiled kernel from 10 taps on, where its
-    // span fits in shared memory (H100, 2^22 elements: 11 taps 0.037 against 0.045 ms for the
-    // constant-mask kernel, 21 taps 0.040 against 0.072, 63 taps 0.059 against 0.184; faster
-    // at every length from 2^10 elements on; at 7 taps the constant-mask kernel was faster,
-    // 0.032 against 0.034 ms).
-    let kernel = match kernel {
-        Kernel::Auto
-            if mask_len > 9
-                && tiled_shared_bytes <= u64::from(device.max_shared_memory_per_block) =>
-        {
-            Kernel::Tiled
-        }
-        other => other,
-    };
-    let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
-    let shared_floats = match kernel {
-        Kernel::Tiled => u64::from(tile) + mask_len as u64 - 1,
-        Kernel::TiledL2 => u64::from(tile),
-        _ => 0,
-    };
-    check_block(device, entry_point, (tile, 1), shared_floats * 4)?;
-    Ok(LaunchPlan {
-        kernel,
-        entry_point,
-        block: (tile, 1),
-        output_tile: (tile, 1),
-        shared_memory_bytes: (shared_floats * 4) as u32,
-        mask_in_constant_memory: fits && entry_point != ENTRY_POINTS.basic,
-    })
-}
-
-/// Whether the register-tiled kernel, `outputs_per_block` outputs per block, launches enough
-/// blocks on `len` elements to beat the seeds: at least one per two SMs. Below that its blocks'
-/// serial work shows (H100, 15 and 31 taps: 1.2 us slower than the tiled kernel, about 18%, at
-/// 2^12 to 2^16 elements, 2 to 32 blocks; faster from 2^18, 128 blocks, on).
-fn register_fills_device(len: usize, outputs_per_block: usize, multiprocessors: u32) -> bool {
-    len.div_ceil(outputs_per_block.max(1)).saturating_mul(2) >= multiprocessors as usize
+    textbook::plan(device, mask_len, kernel, tile)
 }
 
 impl Engine {
     /// The kernel, tile and shared memory a 1D call on a signal of `len` elements with a mask
     /// of `mask_len` taps and these options would use, or the error it would return (`Auto`'s
     /// choice depends on both lengths: short signals, which would leave most SMs idle under the
-    /// register-tiled kernel, run on a seed kernel).
+    /// register-tiled kernel, run on a textbook kernel).
     ///
     /// ```no_run
     /// use conv_host::{Conv1dOptions, Engine};
@@ -276,12 +190,13 @@ impl Engine {
             .map(drop)
     }
 
-    /// Benchmark support: the correlation of [`Engine::correlate1d`], with the kernel run
+    /// Benchmark support (cargo feature `bench`): the correlation of [`Engine::correlate1d`], with the kernel run
     /// `runs` times on the same device buffers. Returns the output and each run's kernel time in
     /// milliseconds (CUDA events); the output buffer is poisoned with NaN once, before the runs.
     ///
     /// # Errors
     /// As [`Engine::correlate1d`].
+    #[cfg(feature = "bench")]
     pub fn time_correlate1d<S, T>(
         &self,
         input: &ArrayBase<S, Ix1>,
@@ -318,6 +233,10 @@ impl Engine {
         if input.is_empty() {
             return Ok(Vec::new());
         }
+        if runs == 1 {
+            self.filter1d_bands(input.view(), &taps, launch, output)?;
+            return Ok(Vec::new());
+        }
         let mask_bytes = if plan.mask_in_constant_memory {
             0
         } else {
@@ -342,90 +261,60 @@ impl Engine {
         launch: Launch<'_>,
         out: &mut [f32],
     ) -> Result<Vec<f32>> {
-        let (plan, (clamp_lo, clamp_hi)) = (launch.plan, launch.clamp);
+        let plan = launch.plan;
         let len = input.len();
         if len > i64::MAX as usize / 2 {
             return Err(ConvError::TooLarge { len });
         }
         let session = self.session()?;
         let mut buffers = session.stage(plan, input, &taps.values)?;
-        let (mode, cval) = launch.mode.code_and_cval();
         let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
         let max_grid = u64::from(session.device().max_grid_dim.0);
-        session.run_conv(
-            plan.entry_point,
-            &mut buffers,
-            blocks,
-            max_grid,
-            launch.runs,
-            out,
-            |block_offset, count| {
-                // Contract of every conv1d kernel: input and output hold `len` elements (staged
-                // above), the mask holds `mask_len` taps (in MASK or `device_mask`), shared
-                // memory as `plan` computed for this kernel, and `left < mask_len`.
-                let params = Conv1dParams {
-                    len: len as u64,
-                    mask_len: taps.values.len() as u64,
-                    left: taps.left as u64,
-                    block_offset,
-                    mode,
-                    cval,
-                    clamp_lo,
-                    clamp_hi,
-                };
-                let config = LaunchConfig {
-                    grid_dim: (count as u32, 1, 1),
-                    block_dim: (plan.block.0, 1, 1),
-                    shared_mem_bytes: plan.shared_memory_bytes,
-                };
-                (config, params)
-            },
-        )
+        // SAFETY: every grid meets the conv1d kernels' contract (`grid1d`): the buffers staged
+        // above hold `len` elements, the mask is where the plan put it.
+        unsafe {
+            session.run_conv(
+                plan.entry_point,
+                &mut buffers,
+                blocks,
+                max_grid,
+                launch.runs,
+                out,
+                |block_offset, count| grid1d(launch, len, taps, block_offset, count),
+            )
+        }
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::register_fills_device;
-    use crate::abi::{register_outputs_1d, register_shared_words_1d, register_word_1d};
-
-    /// Auto leaves the register-tiled kernel for signals that give it fewer blocks than half
-    /// the SMs (132 SMs, 2,048 outputs per block at 15 and 31 taps).
-    #[test]
-    fn register_kernel_needs_a_block_per_two_sms() {
-        assert!(!register_fills_device(1 << 16, 2048, 132)); // 32 blocks
-        assert!(!register_fills_device(65 * 2048, 2048, 132));
-        assert!(register_fills_device(65 * 2048 + 1, 2048, 132)); // 66 blocks
-        assert!(register_fills_device(1 << 18, 2048, 132));
-        assert!(!register_fills_device(0, 2048, 1));
-        assert!(register_fills_device(usize::MAX, 1, u32::MAX));
-    }
-
-    /// The kernel reads quad `q` of the window of thread `t` (first element `P t`) at
-    /// `register_word_1d(P t) + register_word_1d(4 q)`: that must be the quad's own word, and the
-    /// 8 threads of a quarter-warp must read 8 different groups of 4 banks.
-    #[test]
-    fn padded_spans_give_compile_time_offsets_and_no_bank_conflicts() {
-        for mask_len in [3u64, 7, 15, 31] {
-            let per_thread = register_outputs_1d(mask_len);
-            let quads = (per_thread + mask_len - 1).div_ceil(4);
-            for q in 0..quads {
-                for first_thread in (0..256).step_by(8) {
-                    let mut groups: Vec<u64> = (first_thread..first_thread + 8)
-                        .map(|t| {
-                            let base = per_thread * t;
-                            let word = register_word_1d(base, mask_len)
-                                + register_word_1d(4 * q, mask_len);
-                            assert_eq!(word, register_word_1d(base + 4 * q, mask_len));
-                            assert!(word + 4 <= register_shared_words_1d(mask_len));
-                            (word / 4) % 8
-                        })
-                        .collect();
-                    groups.sort_unstable();
-                    groups.dedup();
-                    assert_eq!(groups.len(), 8, "{mask_len} taps, quad {q}");
-                }
-            }
-        }
-    }
+/// The configuration and parameters of the grid of `count` blocks from `block_offset` on, over
+/// a signal of `len` elements.
+///
+/// Contract of every conv1d kernel, which the caller's buffers complete: input and output hold
+/// `len` elements, the mask holds `mask_len` taps (in MASK or a device buffer), shared memory as
+/// the plan computed for its kernel, and `left < mask_len`.
+fn grid1d(
+    launch: Launch<'_>,
+    len: usize,
+    taps: &Taps,
+    block_offset: u64,
+    count: u64,
+) -> (LaunchConfig, Conv1dParams) {
+    let plan = launch.plan;
+    let (mode, cval) = launch.mode.code_and_cval();
+    let params = Conv1dParams {
+        len: len as u64,
+        mask_len: taps.values.len() as u64,
+        left: taps.left as u64,
+        block_offset,
+        mode,
+        cval,
+        clamp_lo: launch.clamp.0,
+        clamp_hi: launch.clamp.1,
+    };
+    let config = LaunchConfig {
+        grid_dim: (count as u32, 1, 1),
+        block_dim: (plan.block.0, 1, 1),
+        shared_mem_bytes: plan.shared_memory_bytes,
+    };
+    (config, params)
 }

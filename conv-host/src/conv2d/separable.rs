@@ -1,11 +1,12 @@
 //! Separable (rank-1) 2D masks: detection, and the plan of the fused two-pass kernel.
 
-use super::{Mask2d, square_entry_point};
+use super::Mask2d;
+use super::register_tiled::square_entry_point;
 use crate::abi::{
     MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableLayout, SeparableWideLayout,
     separable_strip,
 };
-use crate::engine::DeviceInfo;
+use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
 use crate::options::Kernel;
 use crate::plan::{LaunchPlan, check_block};
@@ -32,7 +33,7 @@ pub(crate) const ROWS_PER_BLOCK: u32 = 256;
 /// at 9 or 10 steps (0.292 ms; 0.325 ms at 3), the 5 x 5 streaming one at 3 (0.163 ms; 0.168
 /// at 6, 0.178 at 13), RGB 4096^2 5 x 5 at 3 (0.123 ms; 0.127 at 6), the 9 x 9 one flat from 4
 /// to 6 (0.300 to 0.303 ms; 0.321 at 13). Swept again after the kernels began prefetching the
-/// next step into L2: its picks stay the fastest or within 2% of it.
+/// next step into L2: its picks stay the fastest or within 2% of it (PERFORMANCE.md).
 pub(crate) fn strip_rows_per_block(
     height: u32,
     strips: u64,

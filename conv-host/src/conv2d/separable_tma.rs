@@ -17,7 +17,7 @@ macro_rules! tma_entry_table {
 /// thread-staged kernel: up to 4096^2 0.73 to 1.01 in the second run at every mask size (3 x 3
 /// to 31 x 31; 0.75 to 1.05 in the first but for 31 x 31 at 384^2 and 512^2, since fixed); at
 /// 8192^2 11 x 11 0.97, 17 x 17 0.88 and 0.91, 31 x 31 0.75, but 9 x 9 1.00 and 1.04, 7 x 7 1.01
-/// and 1.04, 5 x 5 1.06 and 1.09.
+/// and 1.04, 5 x 5 1.06 and 1.09 (PERFORMANCE.md).
 pub(crate) fn auto_prefers(mask: usize, elements: usize) -> bool {
     mask >= 11 || elements <= 4096 * 4096
 }
@@ -64,7 +64,7 @@ pub(crate) fn entry_point(
 /// 0.158, 0.176, 0.203, 0.162 ms; this model picks 33 steps for both (at 13 x 13, 3% slower
 /// than 17 steps, the best measured). Without the start's step it chose one-step blocks for 31
 /// x 31 at 384^2 and 512^2 (2 output rows each, two waves), 1.2 times slower than the
-/// thread-staged kernel's two-step blocks.
+/// thread-staged kernel's two-step blocks (PERFORMANCE.md).
 pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, chunk: u32) -> u32 {
     let (halo, slots, chunk_rows) = (mask as u64 - 1, slots.max(1), u64::from(chunk));
     separable::rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {
@@ -79,7 +79,7 @@ pub(crate) mod tests {
     use crate::abi::{
         SEPARABLE_MASKS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, TMA_SECOND_REGION,
     };
-    use crate::engine::DeviceInfo;
+    use crate::device::DeviceInfo;
 
     pub(crate) fn device(compute_capability: (i32, i32)) -> DeviceInfo {
         DeviceInfo {

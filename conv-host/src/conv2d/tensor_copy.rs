@@ -2,9 +2,9 @@
 //! `Kernel::RegisterTiledTma`): what they need of the device, the mask and the boundary mode,
 //! and their plans.
 
-use super::{Mask2d, separable, separable_tma, stream_tma};
+use super::{Mask2d, register_tiled_tma, separable, separable_tma};
 use crate::abi::{SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableTmaLayout, StreamTmaLayout};
-use crate::engine::DeviceInfo;
+use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
 use crate::options::{BoundaryMode, Kernel};
 use crate::plan::{LaunchPlan, check_block};
@@ -55,8 +55,8 @@ pub(crate) fn plan(
         )
     } else {
         (
-            ConvError::invalid_launch("conv2d_stream_tma"),
-            stream_tma::entry_point(mask, channels),
+            ConvError::invalid_launch("conv2d_register_tiled_tma"),
+            register_tiled_tma::entry_point(mask, channels),
         )
     };
     let entry_point = entry_point
@@ -126,7 +126,11 @@ mod tests {
         let (hopper, zero) = (device((9, 0)), BoundaryMode::Constant(0.0));
         for (kernel, mask, entry) in [
             (Kernel::SeparableTma, 31, "conv2d_separable_tma_m31_c1"),
-            (Kernel::RegisterTiledTma, 9, "conv2d_stream_tma_m9_c1"),
+            (
+                Kernel::RegisterTiledTma,
+                9,
+                "conv2d_register_tiled_tma_m9_c1",
+            ),
         ] {
             let mask = centred(mask);
             let planned = plan(&hopper, kernel, &mask, (1, zero), None).expect("applies");

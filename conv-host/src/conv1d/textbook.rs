@@ -1,0 +1,62 @@
+//! The four textbook designs in 1D: their entry points and tiles, and which one `Auto` takes
+//! for masks without a register-tiled kernel. Kernels: `conv-kernels/src/conv1d/textbook.rs`.
+
+use crate::abi::MASK_CAPACITY;
+use crate::device::DeviceInfo;
+use crate::error::Result;
+use crate::options::Kernel;
+use crate::plan::{EntryPoints, LaunchPlan, check_block};
+
+/// Threads per block when [`Conv1dOptions::tile`](crate::Conv1dOptions::tile) is `None`.
+pub const DEFAULT_TILE_1D: u32 = 256;
+
+const ENTRY_POINTS: EntryPoints = EntryPoints {
+    basic: "conv1d_basic",
+    constant: "conv1d_constant_mask",
+    tiled: "conv1d_tiled",
+    tiled_global_mask: "conv1d_tiled_global_mask",
+    tiled_l2: "conv1d_tiled_l2",
+    tiled_l2_global_mask: "conv1d_tiled_l2_global_mask",
+};
+
+/// Plans a textbook design for a mask of `mask_len` taps (`Auto`: the tiled kernel from 10 taps
+/// on where its span fits in shared memory, else the constant-mask kernel).
+pub(super) fn plan(
+    device: &DeviceInfo,
+    mask_len: usize,
+    kernel: Kernel,
+    tile: Option<u32>,
+) -> Result<LaunchPlan> {
+    let fits = mask_len <= MASK_CAPACITY;
+    let tile = tile.unwrap_or(DEFAULT_TILE_1D);
+    let tiled_shared_bytes = (u64::from(tile) + mask_len as u64 - 1) * 4;
+    // Auto, masks without a register-tiled kernel: the tiled kernel from 10 taps on, where its
+    // span fits in shared memory (H100, 2^22 elements: 11 taps 0.037 against 0.045 ms for the
+    // constant-mask kernel, 21 taps 0.040 against 0.072, 63 taps 0.059 against 0.184; faster
+    // at every length from 2^10 elements on; at 7 taps the constant-mask kernel was faster,
+    // 0.032 against 0.034 ms) (PERFORMANCE.md).
+    let kernel = match kernel {
+        Kernel::Auto
+            if mask_len > 9
+                && tiled_shared_bytes <= u64::from(device.max_shared_memory_per_block) =>
+        {
+            Kernel::Tiled
+        }
+        other => other,
+    };
+    let (kernel, entry_point) = ENTRY_POINTS.select(kernel, fits);
+    let shared_floats = match kernel {
+        Kernel::Tiled => u64::from(tile) + mask_len as u64 - 1,
+        Kernel::TiledL2 => u64::from(tile),
+        _ => 0,
+    };
+    check_block(device, entry_point, (tile, 1), shared_floats * 4)?;
+    Ok(LaunchPlan {
+        kernel,
+        entry_point,
+        block: (tile, 1),
+        output_tile: (tile, 1),
+        shared_memory_bytes: (shared_floats * 4) as u32,
+        mask_in_constant_memory: fits && entry_point != ENTRY_POINTS.basic,
+    })
+}

@@ -1,0 +1,232 @@
+//! Which design runs a 2D operation: the one the caller names, or `Auto`'s choice from the mask
+//! (its shape, and whether it is rank 1), the image size and the device. Each rule's constant
+//! and the measurement behind it are in PERFORMANCE.md ("How Auto decides").
+
+use super::SEPARABLE_TOLERANCE;
+use super::{
+    Mask2d, register_tiled, register_tiled_tma, separable, separable_tma, tensor_copy, textbook,
+};
+use crate::device::DeviceInfo;
+use crate::error::{ConvError, Result};
+use crate::options::{BoundaryMode, Kernel};
+use crate::plan::LaunchPlan;
+
+/// Chooses the entry point, block, output tile and shared memory for an image of `height x
+/// width x channels`, and checks them.
+pub(super) fn plan(
+    device: &DeviceInfo,
+    mask: &Mask2d,
+    (height, width, channels): (usize, usize, usize),
+    (kernel, mode): (Kernel, BoundaryMode),
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let (rows, cols) = (mask.rows, mask.cols);
+    match kernel {
+        Kernel::Separable | Kernel::SeparableTma if separable::factor(mask).is_none() => {
+            return Err(ConvError::InvalidLaunch {
+                kernel: "conv2d_separable",
+                reason: format!(
+                    "the {rows} x {cols} mask is not separable: no column x row product matches \
+                     every tap within {SEPARABLE_TOLERANCE:e} relative"
+                ),
+            });
+        }
+        Kernel::Separable => return separable::plan(device, (rows, cols), channels, tile),
+        Kernel::SeparableTma => {
+            return tensor_copy::plan(device, kernel, mask, (channels, mode), tile);
+        }
+        Kernel::RegisterTiledTma => {
+            return tensor_copy::plan(device, kernel, mask, (channels, mode), tile);
+        }
+        // A 1 x N or N x 1 mask gains nothing from two passes. The wide separable kernels
+        // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
+        // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
+        // one only where no register-tiled kernel exists or the mask is large (see
+        // `general_separable_wins`), and on images large enough that the textbook designs do not beat it
+        // (`general_separable_pays_off`) (PERFORMANCE.md).
+        Kernel::Auto
+            if rows > 1
+                && cols > 1
+                && (separable::has_wide_kernel((rows, cols), channels)
+                    || general_separable_wins(rows, cols)
+                    || register_tiled::register_entry_point(device, (rows, cols), channels)
+                        .is_none())
+                && separable::factor(mask).is_some() =>
+        {
+            // Hopper, zero border: the same passes staged by tensor copies, where faster.
+            if separable_tma::auto_prefers(rows, height.saturating_mul(width))
+                && let Ok(plan) =
+                    tensor_copy::plan(device, Kernel::SeparableTma, mask, (channels, mode), tile)
+            {
+                return Ok(plan);
+            }
+            if let Ok(plan) = separable::plan(device, (rows, cols), channels, tile)
+                && (separable::is_wide(&plan)
+                    || general_separable_pays_off(
+                        height.saturating_mul(width).saturating_mul(channels),
+                        rows.saturating_mul(cols),
+                        device.multiprocessor_count,
+                    ))
+            {
+                return Ok(plan);
+            }
+        }
+        _ => {}
+    }
+    // Auto, general masks: the register-tiled kernels (the streaming design for square masks
+    // up to 9 x 9, the wide design for masks 9 to 31 wide; 31 x 31 on an H200: 2.48 ms against
+    // 17.9 ms for the tiled kernel) where the image fills the GPU (`wide_fills_device`); else
+    // a textbook design (`textbook::plan`) (PERFORMANCE.md).
+    if kernel == Kernel::RegisterTiled {
+        return register_tiled::plan(device, (rows, cols), channels, tile);
+    }
+    if kernel == Kernel::Auto
+        && let Ok(plan) = register_tiled::plan(device, (rows, cols), channels, tile)
+        && (register_tiled::is_stream(&plan)
+            || wide_fills_device(
+                &plan,
+                (height, width, channels),
+                device.multiprocessor_count,
+            ))
+    {
+        // Hopper, zero border: the streaming passes staged by tensor copies, where faster.
+        if register_tiled::is_stream(&plan)
+            && register_tiled_tma::auto_prefers(rows, channels, height.saturating_mul(width))
+            && let Ok(plan) = tensor_copy::plan(
+                device,
+                Kernel::RegisterTiledTma,
+                mask,
+                (channels, mode),
+                tile,
+            )
+        {
+            return Ok(plan);
+        }
+        return Ok(plan);
+    }
+    textbook::plan(device, (rows, cols), channels, kernel, tile)
+}
+
+/// Whether the wide register-tiled `plan` launches enough blocks on an image of `height x width
+/// x channels` to beat the tiled kernel: at least one per five SMs. Each of its threads computes
+/// 32 outputs from up to 31 x 31 taps, so a block takes as long on a small image as on a large
+/// one (H100, 31 x 31: 0.058 ms at 128^2, 0.066 ms at 1024^2), where the tiled kernel's time
+/// grows with the image: with 132 SMs, the tiled kernel was faster at 4 to 24 wide blocks by
+/// 1.1 to 2.2 times (128^2 to 384^2 with one channel; 15 x 15 at 384^2, 24 blocks, equal) and
+/// slower from 32 blocks on, up to 1.6 times (15 x 15 at 512^2) (PERFORMANCE.md).
+fn wide_fills_device(
+    plan: &LaunchPlan,
+    (height, width, channels): (usize, usize, usize),
+    multiprocessors: u32,
+) -> bool {
+    let (tile_w, tile_h) = (plan.output_tile.0 as usize, plan.output_tile.1 as usize);
+    let blocks = width
+        .saturating_mul(channels)
+        .div_ceil(tile_w.max(1))
+        .saturating_mul(height.div_ceil(tile_h.max(1)));
+    blocks.saturating_mul(5) >= multiprocessors as usize
+}
+
+/// Whether the general separable kernel beats the register-tiled one on a rank-1 `rows x cols`
+/// mask that no wide separable kernel covers: above 50 taps. Measured through both kernels on
+/// an H100 (one run, one channel, 28 shapes from 3 x 9 to 45 x 31, with the general kernel's
+/// blocks sized by `strip_rows_per_block`): at 8192^2 the register-tiled kernel was faster at
+/// 3 x 9, 5 x 9, 3 x 11, 3 x 13 and 3 x 15 (at most 45 taps; 3 x 9 0.276 against 0.306 ms)
+/// and 7 x 9 (0.324 against 0.331 ms, the one shape this rule puts on its slower side), the
+/// separable one at every other (5 x 11 0.321 against 0.333 ms, 9 x 11 0.351 against 0.405,
+/// 15 x 31 0.468 against 1.237); at 4096^2 the rule's misses are within 3% (3 x 15 0.107
+/// against 0.104 ms) (PERFORMANCE.md).
+pub(crate) fn general_separable_wins(rows: usize, cols: usize) -> bool {
+    rows.saturating_mul(cols) > 50
+}
+
+/// Whether the general separable kernel beats the textbook designs on an image of `outputs` elements with
+/// a rank-1 mask of `taps` taps: where the tiled kernel would do at least 30,000 multiply-adds
+/// per SM. The general kernel takes about 0.013 ms on any image up to 512^2 (H100 and H200), the
+/// tiled kernel less where its work is small: on both, at 128^2 (one and three channels) and
+/// 256^2 (one) with 5 x 7 to 21 x 7 masks, up to 1.4 times faster below the line (5 x 7 at
+/// 128^2 x 3: 0.0095 against 0.0133 ms) and at most 1.1 times slower above it (9 x 11 at 128^2
+/// x 3); 1.4 times slower or more from 384^2 on (PERFORMANCE.md).
+fn general_separable_pays_off(outputs: usize, taps: usize, multiprocessors: u32) -> bool {
+    outputs.saturating_mul(taps) >= 30_000 * multiprocessors as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::{WIDE_BLOCK, WIDE_OUTPUTS, WIDE_ROWS};
+
+    /// fifth of the SMs.
+    #[test]
+    fn wide_kernel_needs_a_block_per_five_sms() {
+        let wide = LaunchPlan {
+            kernel: Kernel::RegisterTiled,
+            entry_point: "conv2d_register_tiled_wide_w31_c1",
+            block: WIDE_BLOCK,
+            output_tile: (WIDE_BLOCK.0 * WIDE_OUTPUTS, WIDE_BLOCK.1 * WIDE_ROWS),
+            shared_memory_bytes: 0,
+            mask_in_constant_memory: true,
+        };
+        assert_eq!(wide.output_tile, (256, 32));
+        // 132 SMs: 384^2 gives 2 x 12 = 24 blocks, 512^2 32, 256^2 x 3 channels 24.
+        assert!(!wide_fills_device(&wide, (384, 384, 1), 132));
+        assert!(wide_fills_device(&wide, (512, 512, 1), 132));
+        assert!(!wide_fills_device(&wide, (256, 256, 3), 132));
+        assert!(wide_fills_device(&wide, (256, 256, 3), 120));
+        assert!(!wide_fills_device(&wide, (0, 0, 1), 1));
+        assert!(wide_fills_device(
+            &wide,
+            (usize::MAX, usize::MAX, 4),
+            u32::MAX
+        ));
+    }
+
+    /// SMs: the line is 3.96 million multiply-adds of the tiled kernel).
+    #[test]
+    fn general_separable_needs_work_for_the_tiled_kernel_to_lose() {
+        let sms = 132;
+        assert!(!general_separable_pays_off(128 * 128 * 3, 5 * 7, sms));
+        assert!(!general_separable_pays_off(256 * 256, 5 * 11, sms));
+        assert!(general_separable_pays_off(256 * 256, 9 * 11, sms));
+        assert!(general_separable_pays_off(384 * 384, 5 * 7, sms));
+        assert!(general_separable_pays_off(128 * 128, 45 * 31, sms));
+        assert!(general_separable_pays_off(usize::MAX, usize::MAX, u32::MAX));
+    }
+
+    /// side of its faster kernel but 7 x 9 (2% slower on the separable side).
+    #[test]
+    fn general_separable_wins_only_for_large_masks() {
+        let register_faster = [(3, 9), (5, 9), (3, 11), (3, 13), (3, 15)];
+        for (rows, cols) in register_faster {
+            assert!(!general_separable_wins(rows, cols), "{rows} x {cols}");
+        }
+        let separable_faster = [
+            (5, 11),
+            (5, 13),
+            (7, 11),
+            (5, 15),
+            (7, 13),
+            (3, 31),
+            (5, 21),
+            (9, 11),
+            (11, 9),
+            (7, 15),
+            (13, 9),
+            (9, 15),
+            (13, 11),
+            (11, 15),
+            (9, 21),
+            (21, 9),
+            (7, 31),
+            (11, 21),
+            (9, 31),
+            (15, 31),
+            (21, 31),
+            (45, 31),
+            (61, 61),
+        ];
+        for (rows, cols) in separable_faster {
+            assert!(general_separable_wins(rows, cols), "{rows} x {cols}");
+        }
+    }
+}

@@ -1,0 +1,204 @@
+//! The launch of a planned 2D operation on one pitched image in device memory: block heights
+//! for the strip designs, tensor maps for the tensor-copy designs, and the grids, as many as
+//! the image's height needs.
+
+use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
+use crate::abi::{Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH};
+use crate::engine::Engine;
+use crate::error::{ConvError, Result};
+use crate::options::Kernel;
+use crate::plan::{Launch, LaunchPlan};
+use crate::session::Session;
+use cudarc::driver::LaunchConfig;
+
+/// Geometry of a pitched, interleaved image.
+#[derive(Clone, Copy)]
+pub(super) struct ImageShape {
+    pub(super) height: usize,
+    pub(super) width: usize,
+    pub(super) channels: usize,
+    pub(super) pitch: usize,
+}
+
+/// The grids of one planned launch over one image: blocks along a row and down the image,
+/// block shape, rows per block, shared memory, and the launch parameters they share.
+pub(super) struct Grid2d {
+    blocks_x: u64,
+    pub(super) blocks_y: u64,
+    pub(super) max_grid_y: u64,
+    block: (u32, u32),
+    shared_memory_bytes: u32,
+    params: Conv2dParams,
+}
+
+impl Grid2d {
+    /// The grids of `launch` over an image of `shape` with `mask`, on `session`'s device.
+    ///
+    /// # Errors
+    /// [`ConvError::TooLarge`] for an image whose sides or blocks exceed the kernels' indexing or
+    /// the device's grid; driver errors of the occupancy query.
+    pub(super) fn new(
+        session: &Session<'_>,
+        shape: ImageShape,
+        mask: &Mask2d,
+        launch: Launch<'_>,
+    ) -> Result<Self> {
+        let plan = launch.plan;
+        let too_large = || ConvError::TooLarge {
+            len: shape.height.saturating_mul(shape.pitch),
+        };
+        let to_u32 = |v: usize| u32::try_from(v).map_err(|_| too_large());
+        let (height, width, channels) = (
+            to_u32(shape.height)?,
+            to_u32(shape.width)?,
+            to_u32(shape.channels)?,
+        );
+        let device = session.device();
+        let elements = (shape.width * shape.channels) as u64;
+        let blocks_x = elements.div_ceil(u64::from(plan.output_tile.0));
+        if blocks_x > u64::from(device.max_grid_dim.0) {
+            return Err(too_large());
+        }
+        let tile_h = match strip_step(plan) {
+            // The strip designs: blocks as tall as their cost model says for this image.
+            Some(step) => {
+                let sms = u64::from(device.multiprocessor_count);
+                let per_sm = u64::from(session.resident_blocks(plan)?);
+                let (strips, slots) = (blocks_x, sms * per_sm);
+                match plan.kernel {
+                    Kernel::SeparableTma => {
+                        separable_tma::rows_per_block(height, strips, mask.rows, slots, step)
+                    }
+                    Kernel::RegisterTiledTma => register_tiled_tma::rows_per_block(
+                        height,
+                        strips,
+                        mask.rows,
+                        (sms, per_sm),
+                        step,
+                    ),
+                    _ => separable::strip_rows_per_block(height, strips, mask.rows, slots, step),
+                }
+            }
+            // Full blocks whatever the image size: fewer rows of threads for small images
+            // made the wide register-tiled kernels slower (H200, 1024^2 31x31: 0.207 ms with 2
+            // rows of threads, 0.064 ms with 16), as each block then stages a 30-row halo for
+            // 4 rows (PERFORMANCE.md).
+            None => plan.output_tile.1,
+        };
+        let (mode, cval) = launch.mode.code_and_cval();
+        let (clamp_lo, clamp_hi) = launch.clamp;
+        Ok(Self {
+            blocks_x,
+            blocks_y: u64::from(height).div_ceil(u64::from(tile_h)),
+            max_grid_y: u64::from(device.max_grid_dim.1),
+            block: plan.block,
+            shared_memory_bytes: plan.shared_memory_bytes,
+            params: Conv2dParams {
+                pitch: shape.pitch as u64,
+                height,
+                width,
+                channels,
+                mask_h: to_u32(mask.rows)?,
+                mask_w: to_u32(mask.cols)?,
+                top: mask.top as u32,
+                left: mask.left as u32,
+                out_tile_w: plan.output_tile.0,
+                out_tile_h: tile_h,
+                block_offset_y: 0,
+                mode,
+                cval,
+                clamp_lo,
+                clamp_hi,
+            },
+        })
+    }
+
+    /// The configuration and parameters of the grid of `count` block rows from `offset` on.
+    ///
+    /// Contract of every conv2d kernel, which the caller's buffers complete: both buffers hold
+    /// `height` rows of `pitch >= width * channels` elements, the mask holds `mask_h * mask_w`
+    /// taps (in MASK or a device buffer), shared memory and output tile as the plan computed
+    /// for its design, `top < mask_h` and `left < mask_w`.
+    pub(super) fn grid(&self, offset: u64, count: u64) -> (LaunchConfig, Conv2dParams) {
+        let config = LaunchConfig {
+            grid_dim: (self.blocks_x as u32, count as u32, 1),
+            block_dim: (self.block.0, self.block.1, 1),
+            shared_mem_bytes: self.shared_memory_bytes,
+        };
+        let params = Conv2dParams {
+            block_offset_y: offset as u32,
+            ..self.params
+        };
+        (config, params)
+    }
+}
+
+/// Input rows per step of the strip designs, `None` for the others.
+fn strip_step(plan: &LaunchPlan) -> Option<u32> {
+    if let Some(rows) = register_tiled::stream_step_rows(plan.entry_point) {
+        Some(rows)
+    } else if separable::is_wide(plan) || uses_tensor_copies(plan) {
+        Some(SEPARABLE_WIDE_CHUNK_ROWS)
+    } else if plan.kernel == Kernel::Separable {
+        Some(SEPARABLE_CHUNK_ROWS)
+    } else {
+        None
+    }
+}
+
+/// Whether `plan`'s kernel takes a tensor map of its input in the input's place.
+pub(super) fn uses_tensor_copies(plan: &LaunchPlan) -> bool {
+    matches!(plan.kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma)
+}
+
+/// The box a tensor-copy kernel's map needs (see [`uses_tensor_copies`]).
+pub(super) fn tensor_box(plan: &LaunchPlan, mask: &Mask2d, channels: usize) -> (u32, u32) {
+    if plan.kernel == Kernel::SeparableTma {
+        (TMA_BOX_WIDTH as u32, SEPARABLE_WIDE_CHUNK_ROWS)
+    } else {
+        register_tiled_tma::box_dims(mask.rows, channels)
+    }
+}
+
+impl Engine {
+    /// Uploads a pitched image, launches the plan `runs` times over as many grids as the height
+    /// needs, and downloads the pitched result into `out`; returns each run's kernel time.
+    pub(super) fn launch2d(
+        &self,
+        image: &[f32],
+        shape: ImageShape,
+        mask: &Mask2d,
+        launch: Launch<'_>,
+        out: &mut [f32],
+    ) -> Result<Vec<f32>> {
+        let plan = launch.plan;
+        let session = self.session()?;
+        let grid = Grid2d::new(&session, shape, mask, launch)?;
+        let mut buffers = session.stage(plan, image, &mask.values)?;
+        if uses_tensor_copies(plan) {
+            // Contract of the tensor-copy kernels: the map describes the input buffer as
+            // uploaded (`height` rows of `width * channels` elements, `pitch` apart) in the
+            // boxes the kernel's layout lands.
+            let elements = (shape.width * shape.channels) as u64;
+            session.set_tensor_map(
+                &mut buffers,
+                (elements, shape.height as u64, shape.pitch as u64),
+                tensor_box(plan, mask, shape.channels),
+            )?;
+        }
+        // SAFETY: every grid meets the conv2d kernels' contract (`Grid2d::grid`): the buffers
+        // staged above hold the image's rows, the mask is where the plan put it, and for the
+        // tensor-copy kernels the map set above describes the input buffer.
+        unsafe {
+            session.run_conv(
+                plan.entry_point,
+                &mut buffers,
+                grid.blocks_y,
+                grid.max_grid_y,
+                launch.runs,
+                out,
+                |offset, count| grid.grid(offset, count),
+            )
+        }
+    }
+}

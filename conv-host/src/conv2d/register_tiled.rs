@@ -1,0 +1,301 @@
+//! The register-tiled design in 2D: the streaming kernels for square masks of 3 to 9 taps (steps
+//! of 16 or 32 rows, chosen per device) and the wide kernels for masks 1 or 9 to 31 taps wide.
+//! Kernels: `conv-kernels/src/conv2d/register_tiled.rs`.
+
+use super::separable;
+use crate::abi::{
+    MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_THREADS, SEPARABLE_WIDE_CHUNK_ROWS,
+    SEPARABLE_WIDE_STRIP, STREAM_MASKS, STREAM_SHORT_STEP_ROWS, StreamLayout, WIDE_BLOCK,
+    WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
+};
+use crate::device::DeviceInfo;
+use crate::error::{ConvError, Result};
+use crate::options::Kernel;
+use crate::plan::{LaunchPlan, check_block};
+
+/// The wide register-tiled entry points: `(mask width, channels, name)`, as `conv-kernels`
+/// declares them for `WIDE_MASK_WIDTHS x REGISTER_CHANNELS`.
+pub(crate) const WIDE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_table!(
+    "conv2d_register_tiled_wide_w": 1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
+
+/// The register-tiled entry point for this mask and channel count on `device`, if one was
+/// compiled: the streaming design for square masks of `STREAM_MASKS` (in steps of 16 rows where
+/// `short_stream_steps_pay_off`), else the wide design for masks of `WIDE_MASK_WIDTHS` columns
+/// (any height).
+pub(super) fn register_entry_point(
+    device: &DeviceInfo,
+    mask: (usize, usize),
+    channels: usize,
+) -> Option<&'static str> {
+    short_stream_steps_pay_off(device)
+        .then(|| square_entry_point(STREAM16_ENTRY_POINTS, mask, channels))
+        .flatten()
+        .or_else(|| square_entry_point(STREAM_ENTRY_POINTS, mask, channels))
+        .or_else(|| {
+            WIDE_ENTRY_POINTS
+                .iter()
+                .find(|&&(w, c, _)| mask.1 == w as usize && channels == c as usize)
+                .map(|&(_, _, name)| name)
+        })
+}
+
+/// The streaming entry points in steps of 32 rows: `(mask size, channels, name)`, as
+/// `conv-kernels` declares them for `STREAM_MASKS x REGISTER_CHANNELS`.
+pub(crate) const STREAM_ENTRY_POINTS: &[(u32, u32, &str)] =
+    &entry_point_table!("conv2d_register_tiled_stream_m": 3, 5, 7, 9);
+
+/// The streaming entry points in steps of 16 rows, for `STREAM_SHORT_STEP_MASKS x
+/// REGISTER_CHANNELS`.
+pub(crate) const STREAM16_ENTRY_POINTS: &[(u32, u32, &str)] =
+    &entry_point_table!("conv2d_register_tiled_stream16_m": 3, 5);
+
+/// Input rows per step of the streaming kernel `entry_point`, or `None` for another kernel.
+pub(super) fn stream_step_rows(entry_point: &str) -> Option<u32> {
+    let listed = |table: &[(u32, u32, &str)]| table.iter().any(|&(_, _, name)| name == entry_point);
+    if listed(STREAM16_ENTRY_POINTS) {
+        Some(STREAM_SHORT_STEP_ROWS as u32)
+    } else {
+        listed(STREAM_ENTRY_POINTS).then_some(SEPARABLE_WIDE_CHUNK_ROWS)
+    }
+}
+
+/// Whether `plan` runs a streaming kernel.
+pub(super) fn is_stream(plan: &LaunchPlan) -> bool {
+    stream_step_rows(plan.entry_point).is_some()
+}
+
+/// Device-memory bytes per SM and SM clock cycle, at their peaks, from which the 3 x 3 and 5 x
+/// 5 streaming kernels walk steps of 16 rows, four blocks per SM, instead of 32 rows and three
+/// blocks: where memory is fast for the SMs, the passes' multiply-adds show unless more blocks
+/// cover them; where it is slower, the short steps' extra reads and barriers cost more than
+/// they hide. H200 (4.81 TB/s, 132 SMs at 1.98 GHz: 18.4 bytes a cycle), 8192^2 5 x 5: 0.145 to
+/// 0.149 against 0.150 ms (`bench --targets`), RGB 4096^2 x 3 0.114 to
+/// 0.115 against 0.118 to 0.120; H100 (3.35 TB/s: 12.8 bytes): 0.200 to 0.204 against 0.195 to
+/// 0.199 ms, RGB 0.152 to 0.161 against 0.150 to 0.151 (PERFORMANCE.md). Other GPUs are placed
+/// by the same figure; none between the two has been measured.
+const SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE: f64 = 16.0;
+
+/// Whether `device` runs the 3 x 3 and 5 x 5 streaming kernels in steps of 16 rows (see
+/// [`SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE`]).
+fn short_stream_steps_pay_off(device: &DeviceInfo) -> bool {
+    let sm_cycles = f64::from(device.multiprocessor_count) * f64::from(device.clock_rate_khz) * 1e3;
+    device.peak_memory_bandwidth() >= SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE * sm_cycles
+}
+
+/// Most shared memory a wide register-tiled block should take, so that two fit on an SM of
+/// 228 KiB (Hopper; one fits on smaller ones, and `check_block` rejects what does not).
+const WIDE_SHARED_BYTES_TARGET: u64 = 100 * 1024;
+
+/// Shared memory of a wide register-tiled block of `threads_y` rows of threads: its output rows
+/// and the mask's `rows - 1` halo rows, staged rows as `wide_row_words` lays them out.
+fn wide_shared_bytes(threads_y: u32, rows: usize, cols: usize, channels: usize) -> u64 {
+    let staged_rows = u64::from(threads_y * WIDE_ROWS) + rows as u64 - 1;
+    staged_rows * wide_row_words(cols as u64, channels as u64) * 4
+}
+
+/// The entry point of `table` (`(mask size, channels, name)`) for a square mask of that size and
+/// that channel count.
+pub(crate) fn square_entry_point(
+    table: &[(u32, u32, &'static str)],
+    (rows, cols): (usize, usize),
+    channels: usize,
+) -> Option<&'static str> {
+    table
+        .iter()
+        .find(|&&(m, c, _)| rows == m as usize && cols == m as usize && channels == c as usize)
+        .map(|&(_, _, name)| name)
+}
+
+/// Plans the register-tiled design, or explains why it does not apply.
+pub(super) fn plan(
+    device: &DeviceInfo,
+    (rows, cols): (usize, usize),
+    channels: usize,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    let invalid = ConvError::invalid_launch("conv2d_register_tiled");
+    let entry_point = register_entry_point(device, (rows, cols), channels).ok_or_else(|| {
+        invalid(format!(
+            "no register-tiled kernel for a {rows} x {cols} mask with {channels} channel(s): it is \
+             compiled for square masks of {STREAM_MASKS:?} and masks {WIDE_MASK_WIDTHS:?} \
+             wide, with {REGISTER_CHANNELS:?} channels"
+        ))
+    })?;
+    let stream_steps = stream_step_rows(entry_point);
+    let block = if stream_steps.is_some() {
+        (SEPARABLE_THREADS, 1)
+    } else {
+        // Fewer rows of threads where the staged region would leave one block per SM.
+        let mut threads_y = WIDE_BLOCK.1;
+        while threads_y > 2
+            && wide_shared_bytes(threads_y, rows, cols, channels) > WIDE_SHARED_BYTES_TARGET
+        {
+            threads_y /= 2;
+        }
+        (WIDE_BLOCK.0, threads_y)
+    };
+    if tile.is_some_and(|t| t != block) {
+        return Err(invalid(format!(
+            "the register-tiled kernel for this mask uses a fixed {block:?} block"
+        )));
+    }
+    if rows * cols > MASK_CAPACITY {
+        return Err(invalid(format!(
+            "the {rows} x {cols} mask has more than the {MASK_CAPACITY} taps constant memory holds"
+        )));
+    }
+    let (output_tile, shared_bytes) = if let Some(steps) = stream_steps {
+        let layout = StreamLayout::new(rows as u64, channels as u64, u64::from(steps));
+        (
+            (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
+            layout.words * 4,
+        )
+    } else {
+        let bytes = wide_shared_bytes(block.1, rows, cols, channels);
+        ((block.0 * WIDE_OUTPUTS, block.1 * WIDE_ROWS), bytes)
+    };
+    check_block(device, entry_point, block, shared_bytes)?;
+    Ok(LaunchPlan {
+        kernel: Kernel::RegisterTiled,
+        entry_point,
+        block,
+        output_tile,
+        shared_memory_bytes: shared_bytes as u32,
+        mask_in_constant_memory: true,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::abi::STREAM_SHORT_STEP_MASKS;
+    use crate::conv2d::{REGISTER_TILED_TMA_ENTRY_POINTS, SEPARABLE_ENTRY_POINTS};
+
+    /// must list exactly the kernels `conv-kernels` declares for the abi's sizes, by its names.
+    #[test]
+    fn entry_point_tables_match_the_compiled_sizes() {
+        let expected = |sizes: &[u32], prefix: &str| -> Vec<(u32, u32, String)> {
+            sizes
+                .iter()
+                .flat_map(|&m| REGISTER_CHANNELS.iter().map(move |&c| (m, c)))
+                .map(|(m, c)| (m, c, format!("conv2d_{prefix}{m}_c{c}")))
+                .collect()
+        };
+        let listed = |table: &[(u32, u32, &str)]| -> Vec<(u32, u32, String)> {
+            table
+                .iter()
+                .map(|&(m, c, n)| (m, c, n.to_string()))
+                .collect()
+        };
+        assert_eq!(
+            listed(WIDE_ENTRY_POINTS),
+            expected(&WIDE_MASK_WIDTHS, "register_tiled_wide_w")
+        );
+        assert_eq!(
+            listed(STREAM_ENTRY_POINTS),
+            expected(&STREAM_MASKS, "register_tiled_stream_m")
+        );
+        assert_eq!(
+            listed(STREAM16_ENTRY_POINTS),
+            expected(&STREAM_SHORT_STEP_MASKS, "register_tiled_stream16_m")
+        );
+        assert_eq!(
+            listed(SEPARABLE_ENTRY_POINTS),
+            expected(&crate::abi::SEPARABLE_MASKS, "separable_wide_m")
+        );
+        assert_eq!(
+            listed(REGISTER_TILED_TMA_ENTRY_POINTS),
+            expected(&STREAM_MASKS, "register_tiled_tma_m")
+        );
+    }
+
+    /// column table.
+    #[test]
+    fn stream_windows_stay_in_their_rows() {
+        let steps_of = |mask: u32| {
+            let short = STREAM_SHORT_STEP_MASKS.contains(&mask);
+            [Some(32), short.then_some(STREAM_SHORT_STEP_ROWS)]
+        };
+        for &mask in &STREAM_MASKS {
+            for step in steps_of(mask).into_iter().flatten() {
+                for &channels in &REGISTER_CHANNELS {
+                    let (mask, channels) = (u64::from(mask), u64::from(channels));
+                    let layout = StreamLayout::new(mask, channels, step);
+                    let window = 4 + (mask - 1) * channels;
+                    let last_thread = 63;
+                    assert!(4 * last_thread + 4 * window.div_ceil(4) <= layout.row_words);
+                    assert!(layout.row_words >= u64::from(SEPARABLE_WIDE_STRIP) + window - 4);
+                    // A step's rows and the halo, rounded up to whole groups of 8 for the pass.
+                    assert_eq!(layout.ring_rows, (step + mask - 1).next_multiple_of(8));
+                    assert!(layout.column_table >= layout.ring_rows * layout.row_words);
+                    let blocks = if step == 16 { 4 } else { 3 };
+                    let what = format!("{mask} x {channels}, steps of {step}");
+                    assert!(blocks * layout.words * 4 <= 228 * 1024, "{what}");
+                }
+            }
+        }
+    }
+
+    /// steps of 32.
+    #[test]
+    fn short_stream_steps_follow_the_memory_speed() {
+        let h100 = crate::conv2d::separable_tma::tests::device((9, 0));
+        let h200 = DeviceInfo {
+            memory_clock_rate_khz: 3_130_000,
+            memory_bus_width_bits: 6144,
+            ..h100.clone()
+        };
+        let unknown = DeviceInfo {
+            memory_clock_rate_khz: 0,
+            ..h200.clone()
+        };
+        assert!((h100.peak_memory_bandwidth() - 3.35e12).abs() < 0.01e12);
+        assert!((h200.peak_memory_bandwidth() - 4.81e12).abs() < 0.01e12);
+        let steps = |device: &DeviceInfo, m: usize, c: usize| {
+            stream_step_rows(register_entry_point(device, (m, m), c).unwrap())
+        };
+        for c in [1, 3, 4] {
+            for m in [3, 5] {
+                assert_eq!(steps(&h200, m, c), Some(16));
+                assert_eq!(steps(&h100, m, c), Some(32));
+                assert_eq!(steps(&unknown, m, c), Some(32));
+            }
+            for m in [7, 9] {
+                assert_eq!(steps(&h200, m, c), Some(32));
+            }
+        }
+        assert_eq!(steps(&h200, 11, 1), None);
+    }
+
+    /// quarter-warp must read 8 different groups of 4 banks, and every read stays in the row.
+    #[test]
+    fn wide_rows_give_compile_time_offsets_and_no_bank_conflicts() {
+        use crate::abi::wide_word;
+        for (width, channels) in [(1u64, 1u64), (9, 1), (9, 4), (31, 3), (31, 4)] {
+            let row_words = wide_row_words(width, channels);
+            let window = u64::from(WIDE_OUTPUTS) + (width - 1) * channels;
+            for q in 0..window.div_ceil(4) {
+                for first_thread in [0u64, 8] {
+                    let mut groups: Vec<u64> = (first_thread..first_thread + 8)
+                        .map(|t| {
+                            let word = wide_word(16 * t) + 4 * q + 4 * (q / 4);
+                            assert_eq!(word, wide_word(16 * t + 4 * q));
+                            assert!(word + 4 <= row_words, "{width} x {channels}");
+                            (word / 4) % 8
+                        })
+                        .collect();
+                    groups.sort_unstable();
+                    groups.dedup();
+                    assert_eq!(groups.len(), 8, "{width} x {channels}, quad {q}");
+                }
+            }
+            let staged = u64::from(WIDE_BLOCK.0 * WIDE_OUTPUTS) + (width - 1) * channels;
+            for rx in 0..staged {
+                let (lane, k) = (rx % 32, rx / 32);
+                assert_eq!(wide_word(rx), wide_word(lane) + 40 * k);
+                assert!(wide_word(rx) < row_words);
+            }
+        }
+    }
+}

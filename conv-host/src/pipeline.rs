@@ -1,0 +1,225 @@
+//! The host pipeline: an input split into bands (rows with their halos in 2D, chunks with
+//! their halos in 1D) that flow through the engine's slots, so that while band `i` computes,
+//! band `i + 1` is packed and uploaded and band `i - 1` downloads and is unpacked.
+//!
+//! A band's buffer holds its output rows and the mask's halo rows on either side, the rows past
+//! the input's ends folded by the boundary mode on the host, so the kernel never needs a row
+//! outside the buffer for the rows the band keeps: every boundary mode works, `Wrap`, `Reflect`
+//! and `Mirror` included, and a mask may be taller than a band. An input that fits one band runs
+//! as one buffer of exactly its rows, the boundary left to the kernel.
+
+use crate::error::{ConvError, Result};
+use crate::session::Session;
+use crate::staging::Slot;
+use std::ops::Range;
+
+/// Rows of one band: it keeps `output` (rows of the input) and computes them from buffer rows
+/// `output.start - halo.0 .. output.end + halo.1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Band {
+    pub(crate) output: Range<usize>,
+    pub(crate) halo: (usize, usize),
+}
+
+impl Band {
+    /// Rows of the band's buffer.
+    pub(crate) fn buffer_rows(&self) -> usize {
+        self.halo.0 + self.output.len() + self.halo.1
+    }
+
+    /// The input row (possibly outside the input) of buffer row 0.
+    pub(crate) fn first_buffer_row(&self) -> i64 {
+        self.output.start as i64 - self.halo.0 as i64
+    }
+}
+
+/// Elements of a band buffer the pipeline aims at: large enough that a band's copies run at
+/// full speed and its kernel fills the GPU, small enough that an image of a few hundred MiB
+/// splits into enough bands to overlap packing, copies and unpacking.
+pub(crate) const TARGET_BAND_ELEMENTS: usize = 8 << 20;
+
+/// Slots the pipeline cycles through: one band packing, one computing, one unpacking.
+pub(crate) const PIPELINE_SLOTS: usize = 3;
+
+/// How a host call splits `rows` rows of `row_len` elements for a mask with `halo` rows before
+/// and after the output row: the bands, and the slots and elements per slot they take.
+/// `budget` is the device memory the call may hold (both buffers of every slot).
+///
+/// # Errors
+/// [`ConvError::OutOfMemory`] when not even one output row and its halo fit the budget.
+pub(crate) fn plan_bands(
+    rows: usize,
+    row_len: usize,
+    halo: (usize, usize),
+    budget: usize,
+) -> Result<(Vec<Band>, usize, usize)> {
+    let row_bytes = row_len.max(1).saturating_mul(2 * size_of::<f32>());
+    let rows_in = |slots: usize| budget / slots / row_bytes;
+    let target_rows = (TARGET_BAND_ELEMENTS / row_len.max(1)).max(1);
+    if rows <= target_rows && rows <= rows_in(1) {
+        let band = Band {
+            output: 0..rows,
+            halo: (0, 0),
+        };
+        return Ok((vec![band], 1, rows * row_len));
+    }
+    let halo_rows = halo.0 + halo.1;
+    for slots in (1..=PIPELINE_SLOTS).rev() {
+        let fit = rows_in(slots).saturating_sub(halo_rows);
+        if fit == 0 {
+            continue;
+        }
+        let band_rows = fit.min(target_rows.saturating_sub(halo_rows).max(1));
+        let bands: Vec<Band> = (0..rows)
+            .step_by(band_rows)
+            .map(|start| Band {
+                output: start..(start + band_rows).min(rows),
+                halo,
+            })
+            .collect();
+        let slots = slots.min(bands.len());
+        return Ok((bands, slots, (band_rows + halo_rows) * row_len));
+    }
+    Err(ConvError::OutOfMemory {
+        requested: (halo_rows + 1).saturating_mul(row_bytes),
+        free: budget,
+        total: budget,
+    })
+}
+
+/// What one host call does to each band.
+pub(crate) trait BandWork: Sync {
+    /// Fills `buffer` (the band's buffer rows, `row_len` elements each) from the input.
+    fn pack(&self, band: &Band, buffer: &mut [f32]);
+    /// Enqueues the kernels of `band` on `slot`'s stream, reading `slot.input` (the band's
+    /// buffer rows) and writing `slot.output` (the same rows).
+    fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()>;
+    /// Describes the band's work for an error message.
+    fn describe(&self, band: &Band) -> String;
+}
+
+impl Session<'_> {
+    /// Runs `work` over `bands` through `slots`; `unpack(band, rows)` receives each band's
+    /// output rows (`band.output.len() * row_len` elements), in band order.
+    ///
+    /// # Errors
+    /// Driver errors and kernel faults (recorded as the device's fault when sticky). Every slot's
+    /// stream is idle when this returns, whatever happened.
+    pub(crate) fn run_bands(
+        &self,
+        slots: &mut [Slot],
+        bands: &[Band],
+        row_len: usize,
+        work: &impl BandWork,
+        mut unpack: impl FnMut(&Band, &[f32]),
+    ) -> Result<()> {
+        let count = slots.len().max(1);
+        let mut result = Ok(());
+        for (i, band) in bands.iter().enumerate() {
+            if i >= count {
+                let done = &bands[i - count];
+                let slot = &mut slots[i % count];
+                result = self.finish(&slot.stream, || work.describe(done)).map(|()| {
+                    unpack(
+                        done,
+                        &slot.download.as_slice()[..done.output.len() * row_len],
+                    )
+                });
+                if result.is_err() {
+                    break;
+                }
+            }
+            result = self.enqueue(&mut slots[i % count], band, row_len, work);
+            if result.is_err() {
+                break;
+            }
+        }
+        if result.is_ok() {
+            let first = bands.len().saturating_sub(count);
+            for (i, done) in bands.iter().enumerate().skip(first) {
+                let slot = &slots[i % count];
+                result = self.finish(&slot.stream, || work.describe(done)).map(|()| {
+                    unpack(
+                        done,
+                        &slot.download.as_slice()[..done.output.len() * row_len],
+                    )
+                });
+                if result.is_err() {
+                    break;
+                }
+            }
+        }
+        if result.is_err() {
+            // Nothing may still read or write a slot's buffers when the slots go back.
+            for slot in slots.iter() {
+                let _ = slot.stream.synchronize();
+            }
+        }
+        result
+    }
+
+    /// Packs `band` into `slot`'s upload buffer and enqueues its upload, kernels and download.
+    fn enqueue(
+        &self,
+        slot: &mut Slot,
+        band: &Band,
+        row_len: usize,
+        work: &impl BandWork,
+    ) -> Result<()> {
+        use crate::error::DriverContext;
+        let elements = band.buffer_rows() * row_len;
+        let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
+        work.pack(band, &mut slot.upload.as_mut_slice()[..elements]);
+        // The slot's stream was synchronised since its buffers were last used, so nothing
+        // reads or writes them; the copies below are the next users, in stream order.
+        slot.stream
+            .memcpy_htod(
+                &slot.upload.as_slice()[..elements],
+                &mut slot.input.slice_mut(..elements),
+            )
+            .context(|| format!("uploading {}", work.describe(band)))?;
+        work.launch(self, slot, band)?;
+        let kept_len = kept.len();
+        slot.stream
+            .memcpy_dtoh(
+                &slot.output.slice(kept),
+                &mut slot.download.as_mut_slice()[..kept_len],
+            )
+            .context(|| format!("downloading {}", work.describe(band)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Bands cover every row once, each buffer within the slot size and the budget.
+    #[test]
+    fn bands_cover_the_rows_within_the_budget() {
+        for (rows, row_len, halo, budget) in [
+            (8192, 8192, (2, 2), usize::MAX),
+            (100, 64, (15, 15), 3 * 2 * 4 * 64 * 40),
+            (10, 64, (40, 40), 2 * 4 * 64 * 100),
+            (5000, 1, (3, 3), 1000),
+        ] {
+            let (bands, slots, elements) = plan_bands(rows, row_len, halo, budget).unwrap();
+            assert!(slots >= 1 && slots <= PIPELINE_SLOTS);
+            assert!(slots * 2 * elements * 4 <= budget, "{rows} x {row_len}");
+            let mut next = 0;
+            for band in &bands {
+                assert_eq!(band.output.start, next);
+                assert!(band.buffer_rows() * row_len <= elements);
+                next = band.output.end;
+            }
+            assert_eq!(next, rows);
+        }
+        // One band: the whole input, the boundary left to the kernel.
+        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX).unwrap();
+        assert_eq!((bands.len(), slots, bands[0].halo), (1, 1, (0, 0)));
+        // Not even one row and its halo: out of memory.
+        assert!(matches!(
+            plan_bands(100, 1000, (10, 10), 1000),
+            Err(ConvError::OutOfMemory { .. })
+        ));
+    }
+}

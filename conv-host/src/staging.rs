@@ -1,0 +1,212 @@
+//! Buffers that stay with an engine between host calls: page-locked host memory for the copies
+//! and device memory for the kernels, one set per pipeline slot, each slot with its own stream.
+//! A host call reuses them instead of allocating, and its copies run at the page-locked rate
+//! (pageable copies run several times slower and cannot overlap).
+
+use crate::error::{ConvError, DriverContext, Result};
+use cudarc::driver::sys::CUresult;
+use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+/// Page-locked host memory of `len` `f32`, zeroed at allocation.
+///
+/// The pipeline hands a buffer to one asynchronous copy at a time and touches it on the host
+/// only after the copy's stream has been synchronised (see [`Slot`]).
+pub(crate) struct PinnedBuffer {
+    pointer: NonNull<f32>,
+    len: usize,
+    context: Arc<CudaContext>,
+}
+
+// SAFETY: the buffer is plain memory owned by this value; the driver allocation may be used and
+// freed from any thread once the context is bound (`Drop` binds it).
+unsafe impl Send for PinnedBuffer {}
+// SAFETY: shared references only read the memory (`as_slice`).
+unsafe impl Sync for PinnedBuffer {}
+
+impl PinnedBuffer {
+    /// Allocates `len` page-locked `f32`.
+    ///
+    /// # Errors
+    /// [`ConvError::HostOutOfMemory`] when the driver cannot page-lock that much memory,
+    /// [`ConvError::Driver`] for other driver errors.
+    pub(crate) fn new(context: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        let bytes = len
+            .max(1)
+            .checked_mul(size_of::<f32>())
+            .ok_or(ConvError::HostOutOfMemory {
+                requested: usize::MAX,
+            })?;
+        context
+            .bind_to_thread()
+            .context(|| "binding the context for a page-locked allocation".into())?;
+        // SAFETY: `bytes` is non-zero; flags 0 ask for plain page-locked memory (not
+        // write-combined, since the host reads the download buffers).
+        let raw = unsafe { cudarc::driver::result::malloc_host(bytes, 0) }.map_err(|error| {
+            if error.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+                ConvError::HostOutOfMemory { requested: bytes }
+            } else {
+                ConvError::Driver {
+                    context: format!("page-locked allocation of {bytes} bytes"),
+                    source: error,
+                }
+            }
+        })?;
+        let pointer = NonNull::new(raw.cast::<f32>()).ok_or(ConvError::Driver {
+            context: format!("page-locked allocation of {bytes} bytes"),
+            source: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+        })?;
+        // SAFETY: the allocation holds `bytes` writable bytes, aligned for `f32` (the driver
+        // aligns host allocations to pages); zero bytes are the f32 0.0.
+        unsafe { std::ptr::write_bytes(pointer.as_ptr(), 0, len.max(1)) };
+        Ok(Self {
+            pointer,
+            len,
+            context: context.clone(),
+        })
+    }
+
+    /// Elements.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    /// The buffer's elements.
+    pub(crate) fn as_slice(&self) -> &[f32] {
+        // SAFETY: `len` initialised (zeroed at allocation) `f32` owned by this buffer.
+        unsafe { std::slice::from_raw_parts(self.pointer.as_ptr(), self.len) }
+    }
+
+    /// The buffer's elements, to write.
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
+        // SAFETY: as `as_slice`, and `&mut self` makes the borrow exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for PinnedBuffer {
+    fn drop(&mut self) {
+        // Errors cannot be reported from here; a failed free leaks the pages, nothing worse.
+        if self.context.bind_to_thread().is_ok() {
+            // SAFETY: the pointer came from `malloc_host` and is freed once; no copy is in
+            // flight (a slot's stream is synchronised before its buffers are dropped).
+            let _ = unsafe { cudarc::driver::result::free_host(self.pointer.as_ptr().cast()) };
+        }
+    }
+}
+
+/// One stage of the host pipeline: a stream, page-locked buffers for the band it uploads and
+/// the band it downloads, and the device buffers its kernel reads and writes.
+///
+/// A slot's buffers are in use from the band's upload until its stream is synchronised; the
+/// pipeline writes `upload` and reads `download` on the host only between those times.
+pub(crate) struct Slot {
+    pub(crate) stream: Arc<CudaStream>,
+    pub(crate) upload: PinnedBuffer,
+    pub(crate) download: PinnedBuffer,
+    pub(crate) input: CudaSlice<f32>,
+    pub(crate) output: CudaSlice<f32>,
+}
+
+impl Slot {
+    fn new(context: &Arc<CudaContext>, elements: usize) -> Result<Self> {
+        let stream = context
+            .new_stream()
+            .context(|| "creating a pipeline stream".into())?;
+        let device = |what: &str| -> Result<CudaSlice<f32>> {
+            // SAFETY: the buffer is written by an upload or a kernel before any read of it.
+            unsafe { stream.alloc::<f32>(elements.max(1)) }
+                .map_err(|error| memory_error(context, error, elements * size_of::<f32>(), what))
+        };
+        let input = device("pipeline input")?;
+        let output = device("pipeline output")?;
+        Ok(Self {
+            upload: PinnedBuffer::new(context, elements)?,
+            download: PinnedBuffer::new(context, elements)?,
+            input,
+            output,
+            stream,
+        })
+    }
+
+    /// Elements each of the slot's buffers holds.
+    pub(crate) fn capacity(&self) -> usize {
+        self.upload.len()
+    }
+}
+
+/// The reusable slots of an engine.
+#[derive(Default)]
+pub(crate) struct Staging {
+    slots: Vec<Slot>,
+}
+
+impl Staging {
+    /// Takes `count` slots of at least `elements` elements each, reusing the ones held where
+    /// they are large enough (give them back with [`Staging::put_back`]).
+    ///
+    /// # Errors
+    /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`]; the
+    /// staging then holds no slots, and the engine stays usable.
+    pub(crate) fn take(
+        &mut self,
+        context: &Arc<CudaContext>,
+        count: usize,
+        elements: usize,
+    ) -> Result<Vec<Slot>> {
+        let fits = self.slots.len() >= count && self.slots.iter().all(|s| s.capacity() >= elements);
+        if !fits {
+            // Free the old buffers before asking for the new ones.
+            self.release();
+            let mut slots = Vec::with_capacity(count);
+            for _ in 0..count {
+                slots.push(Slot::new(context, elements)?);
+            }
+            self.slots = slots;
+        }
+        let rest = self.slots.split_off(count);
+        Ok(std::mem::replace(&mut self.slots, rest))
+    }
+
+    /// Returns slots taken with [`Staging::take`].
+    pub(crate) fn put_back(&mut self, mut slots: Vec<Slot>) {
+        slots.append(&mut self.slots);
+        self.slots = slots;
+    }
+
+    /// Device bytes the held slots take.
+    pub(crate) fn device_bytes(&self) -> usize {
+        self.slots
+            .iter()
+            .map(|s| 2 * s.capacity() * size_of::<f32>())
+            .sum()
+    }
+
+    /// Frees every slot (their streams are idle: every call synchronises them before returning).
+    pub(crate) fn release(&mut self) {
+        self.slots.clear();
+    }
+}
+
+/// A device allocation error as the library reports it.
+pub(crate) fn memory_error(
+    context: &Arc<CudaContext>,
+    error: DriverError,
+    requested: usize,
+    what: &str,
+) -> ConvError {
+    if error.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+        let (free, total) = context.mem_get_info().unwrap_or((0, 0));
+        ConvError::OutOfMemory {
+            requested,
+            free,
+            total,
+        }
+    } else {
+        ConvError::Driver {
+            context: format!("device {what} of {requested} bytes"),
+            source: error,
+        }
+    }
+}

@@ -1,0 +1,151 @@
+//! Wide fused separable kernels for square rank-1 masks, `mask[i][j] = column[i] * row[j]`,
+//! specialised at compile time on the mask size `M` and the channel count `C`: the row pass and
+//! the column pass of [`separable`](crate::conv2d::separable) with the wide register-tiled kernels'
+//! ingredients (16 outputs per thread, windows through 16-byte shared reads, every tap a
+//! compile-time constant-memory operand), so that nearly every instruction is a multiply-add.
+//!
+//! Block and tiling: 256 threads own a strip of `SEPARABLE_WIDE_STRIP` = 256 output elements
+//! and `out_tile_h` output rows, and walk down them `SEPARABLE_WIDE_CHUNK_ROWS` = 32 input rows
+//! per step:
+//!
+//! 1. staging ([`Strip::stage`]): the step's 32 input rows, strip plus `(M - 1) C` halo
+//!    elements, into shared memory, warp by warp (the boundary mode only in steps that reach
+//!    past the image), then a request to L2 for the next step's rows ([`Strip::prefetch`]),
+//!    which arrive while the passes run;
+//! 2. row pass: each thread filters 16 consecutive outputs of a staged row along the row, twice
+//!    (512 row segments per step), and writes them to a ring of row-filtered rows, slot
+//!    `(h + M - 1) mod ring_rows` for the block's filtered row `h`. The 8 threads of a quarter-warp take
+//!    the same segment of 8 consecutive rows, and both the staged rows and the ring rows hold
+//!    an odd number of 16-byte quads, so their 16-byte reads and writes fall on 8 different
+//!    groups of banks;
+//! 3. column pass ([`Strip::pass`]): each thread filters 4 consecutive elements x 8
+//!    consecutive output rows down the columns: it streams the `8 + M - 1` ring rows through
+//!    16-byte reads, each feeding every accumulator it belongs to (32 M multiply-adds for
+//!    `8 + M - 1` reads), and stores the rows that lie in the block with 16-byte stores.
+//!
+//! The ring holds a step's 32 rows and the `M - 1` before them, so two barriers per step
+//! suffice: after the staging (the row pass reads it, and the previous column pass is done with
+//! the slots it overwrites) and after the row pass. A block of `out_tile_h` rows does
+//! `(out_tile_h + M - 1) / out_tile_h * M + M` multiply-adds per output; the host picks
+//! `out_tile_h + M - 1` a multiple of 32.
+
+use crate::abi::{Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWideLayout};
+use crate::conv2d::strip::{CHUNK, PASS_ROWS, PassSums, Strip};
+use crate::conv2d::wide::accumulate_window_after;
+use crate::gpu::{ConstantMask, Mask, SharedTile, fma, sync_threads};
+
+/// Outputs of a row-pass segment.
+const SEGMENT: usize = 16;
+
+/// The wide fused separable design for an `M x M` rank-1 mask over `C` channels.
+///
+/// # Safety
+/// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the row
+/// factor then the column factor; `p.mask_h = p.mask_w = M`, `p.channels = C`; a
+/// `(256, 1)` block with `SeparableWideLayout::new(M, C).words * 4` bytes of shared memory;
+/// `p.pitch` a multiple of 4 and the output buffer 16-byte aligned.
+#[inline(always)]
+unsafe fn separable_wide<const M: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    const { assert!(M >= 1 && M <= 31 && C >= 1 && C <= 4) };
+    let layout = SeparableWideLayout::new(M as u64, C as u64);
+    // SAFETY: `input` is a pitched image as `p` describes (caller).
+    let (strip, image) =
+        unsafe { Strip::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
+    let ring = CHUNK * layout.staged_row_words;
+    let column_taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
+    // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (M - 1)` (the first
+    // its column pass reads): filtered row `h` sits in slot `(h + M - 1) mod ring_rows`, so
+    // that every column pass starts at a multiple of 8 (see `Strip::pass`).
+    let mut step_slot = (M as u64 - 1) % layout.ring_rows;
+    let mut column_slot = 0;
+    for step in 0..strip.steps::<M>() {
+        // SAFETY: the staged rows come first in shared memory; the table is filled.
+        unsafe { strip.stage::<M, C>((input, image, p), step, |ry| ry * layout.staged_row_words) };
+        // SAFETY: `input` is the image `p` describes.
+        unsafe { strip.prefetch::<M, C>((input, p), step + 1) };
+        sync_threads();
+        row_pass::<M, C>(
+            strip,
+            ring,
+            step_slot,
+            (0, |row, x0| row * layout.staged_row_words + x0),
+        );
+        sync_threads();
+        // SAFETY: forwarded contract of `output`.
+        unsafe { column_pass::<M>(strip, (step, column_slot), ring, &column_taps, (output, p)) };
+        step_slot = strip.advance(step_slot, CHUNK);
+        column_slot = strip.advance(column_slot, CHUNK);
+    }
+}
+
+/// The column pass of step `step` over the ring at word `ring` (see [`Strip::pass`]).
+///
+/// # Safety
+/// The ring's rows were row-filtered before the last barrier; `output` is a pitched image as
+/// `p` describes, `p.pitch` a multiple of 4 and the buffer 16-byte aligned.
+#[inline(always)]
+pub(crate) unsafe fn column_pass<const M: usize>(
+    strip: Strip,
+    (step, column_slot): (u64, u64),
+    ring: u64,
+    column_taps: &[f32; M],
+    (output, p): (*mut f32, &Conv2dParams),
+) {
+    // SAFETY: ring rows of 256 + 4 words; forwarded contract of `output`.
+    unsafe {
+        strip.pass::<M, 1, PASS_ROWS>(
+            (step, column_slot),
+            (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
+            (output, p),
+            |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| {
+                for (k, row_sums) in sums.iter_mut().enumerate() {
+                    if i >= k && i - k < M {
+                        for (sum, &value) in row_sums.iter_mut().zip(&quad) {
+                            *sum = fma(column_taps[i - k], value, *sum);
+                        }
+                    }
+                }
+            },
+        )
+    };
+}
+
+/// Filters the step's 32 staged rows along the row into the ring: each thread two segments of
+/// 16 outputs, row `lane % 8 + 8 (warp % 4)`, segments `lane / 8 + 4 (warp / 4)` and 8 more,
+/// so a quarter-warp's 8 threads read and write the same elements of 8 consecutive rows.
+#[inline(always)]
+pub(crate) fn row_pass<const M: usize, const C: usize>(
+    strip: Strip,
+    ring: u64,
+    step_slot: u64,
+    (skip, staged_word): (usize, impl Fn(u64, u64) -> u64),
+) {
+    let row = strip.lane % 8 + 8 * (strip.warp % 4);
+    let taps: [f32; M] = core::array::from_fn(|j| ConstantMask.tap(j as u64));
+    let ring_row = ring + strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
+    for half in 0..2 {
+        let x0 = SEGMENT as u64 * (strip.lane / 8 + 4 * (strip.warp / 4) + 8 * half);
+        let staged = staged_word(row, x0);
+        let mut acc = [0.0f32; SEGMENT];
+        accumulate_window_after::<SEGMENT, M, C>(&mut acc, &taps, skip, |q| {
+            // SAFETY: row `row < 32`; `x0 + 4q + 4 <= staged_row_words` (the window's quads
+            // lie within the strip and halo rounded up to quads), stored before the barrier
+            // or beyond the staged width, whose values feed nothing.
+            unsafe { SharedTile::load4(staged + 4 * q as u64) }
+        });
+        for (q, quad) in acc.chunks_exact(4).enumerate() {
+            let quad = [quad[0], quad[1], quad[2], quad[3]];
+            // SAFETY: a ring slot, elements `x0 + 4q .. x0 + 4q + 4 <= 256`: inside the ring.
+            unsafe { SharedTile::store4(ring_row + x0 + 4 * q as u64, quad) };
+        }
+    }
+}
+
+specialised_entry_points!(
+    separable_wide, conv2d_separable_wide_m, "Wide fused separable 2D kernel, mask size and channels:":
+    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);

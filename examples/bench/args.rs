@@ -1,0 +1,71 @@
+//! The command line: which cases run, and where the results go.
+
+use std::path::{Path, PathBuf};
+
+/// Which cases run: every size and tile, a short selection, or only the target cases (signals
+/// and images of 2^26 elements, and a 5 x 5 mask over a 4096^2 RGB image) with the fast designs
+/// (register-tiled and separable).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Scope {
+    Full,
+    Quick,
+    Targets,
+}
+
+pub(crate) struct Plan {
+    pub(crate) scope: Scope,
+    /// `Auto` against every design instead of `scope`'s cases (`--auto`).
+    pub(crate) auto: bool,
+    pub(crate) out_dir: PathBuf,
+}
+
+impl Plan {
+    /// The run's mode, as the CSV header names it.
+    pub(crate) fn mode(&self) -> &'static str {
+        match (self.auto, self.scope) {
+            (true, _) => "auto",
+            (false, Scope::Full) => "full",
+            (false, Scope::Quick) => "quick",
+            (false, Scope::Targets) => "targets",
+        }
+    }
+}
+
+/// What the command line asks for.
+pub(crate) enum Command {
+    /// Measure `plan`'s cases; `only` (`1d` or `2d`) keeps one dimension.
+    Run { plan: Plan, only: Option<String> },
+    /// Draw the plots of the CSV file `csv` into `dir`, measuring nothing (`--plot-only`).
+    PlotOnly { csv: PathBuf, dir: PathBuf },
+}
+
+/// Parses the arguments (without the program name).
+pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, String> {
+    let mut plan = Plan {
+        scope: Scope::Full,
+        auto: false,
+        out_dir: PathBuf::from("bench-results"),
+    };
+    let mut only: Option<String> = None;
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--quick" => plan.scope = Scope::Quick,
+            "--targets" => plan.scope = Scope::Targets,
+            "--auto" => plan.auto = true,
+            "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
+            "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
+            "--plot-only" => {
+                let csv = PathBuf::from(args.next().ok_or("--plot-only needs a CSV file")?);
+                let dir = csv.parent().unwrap_or(Path::new(".")).to_path_buf();
+                return Ok(Command::PlotOnly { csv, dir });
+            }
+            other => {
+                return Err(format!(
+                    "unknown argument `{other}` (--quick, --targets, --auto, --out DIR, --only \
+                     1d|2d, --plot-only CSV)"
+                ));
+            }
+        }
+    }
+    Ok(Command::Run { plan, only })
+}
