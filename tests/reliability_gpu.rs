@@ -96,17 +96,16 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
         Err(ConvError::NoDevice { ordinal: 4096, .. })
     ));
     assert_engine_works();
-    // An input larger than the device's free memory: a broadcast view holds 64 Gi elements
-    // (256 GiB) without any host memory; the check comes before any host-side copy.
-    let one = array![1.0f32];
-    let huge: ArrayView1<f32> = one.broadcast(1usize << 36).expect("broadcast");
-    match engine().correlate1d(&huge, &x, &Default::default()) {
-        Err(
-            error @ ConvError::OutOfMemory {
-                requested, free, ..
-            },
-        ) => {
-            assert!(requested > free);
+    // A device-memory cap that leaves no room for one output element and the mask's halo:
+    // OutOfMemory naming the bytes, and the engine works once the cap is lifted (an engine of
+    // its own: the other tests share theirs).
+    let long_mask = Array1::<f32>::ones(31);
+    let signal = Array1::<f32>::ones(1000);
+    let capped = Engine::new().expect("engine");
+    capped.set_device_memory_limit(Some(100));
+    assert_eq!(capped.device_memory_limit(), Some(100));
+    match capped.correlate1d(&signal, &long_mask, &Default::default()) {
+        Err(error @ ConvError::OutOfMemory { requested, .. }) => {
             assert!(
                 error.to_string().contains(&requested.to_string()),
                 "{error}"
@@ -114,7 +113,31 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
         }
         other => panic!("expected OutOfMemory, got {other:?}"),
     }
+    capped.set_device_memory_limit(None);
+    let expected = correlate1d(&signal, &long_mask, &Default::default()).unwrap();
+    let got = capped
+        .correlate1d(&signal, &long_mask, &Default::default())
+        .unwrap();
+    assert!(
+        got.iter()
+            .zip(&expected)
+            .all(|(g, e)| (f64::from(*g) - e).abs() < 1e-4)
+    );
     assert_engine_works();
+    // An output larger than any host allocation (a broadcast input of 2^45 elements, 128 TiB,
+    // needs no memory; its owned output would): HostOutOfMemory, not an abort.
+    let one = array![1.0f32];
+    let huge: ArrayView1<f32> = one.broadcast(1usize << 45).expect("broadcast");
+    match engine().correlate1d(&huge, &x, &Default::default()) {
+        Err(ConvError::HostOutOfMemory { requested }) => assert_eq!(requested, 4 << 45),
+        other => panic!("expected HostOutOfMemory, got {other:?}"),
+    }
+    assert_engine_works();
+    // A Gaussian whose mask would not fit any memory: a typed error before any allocation.
+    assert!(matches!(
+        engine().gaussian_filter(&image, 1e9, 4.0, &Default::default()),
+        Err(ConvError::InvalidParameter { name: "sigma", .. })
+    ));
     // Invalid Gaussian parameters.
     for sigma in [-1.0, f32::NAN] {
         assert!(matches!(

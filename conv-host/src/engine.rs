@@ -3,6 +3,7 @@
 
 use crate::device::{DeviceInfo, device_info};
 use crate::error::{ConvError, DriverContext, Result};
+use crate::pipeline::HostTimes;
 use crate::session::Session;
 use crate::staging::Staging;
 use cudarc::driver::sys::{CUfunction_attribute, CUresult};
@@ -34,6 +35,7 @@ pub struct Engine {
     exclusive: Mutex<Staging>,
     memory_limit: AtomicUsize,
     pub(crate) last_kernel_ms: Mutex<Option<f32>>,
+    last_host_times: Mutex<Option<HostTimes>>,
 }
 
 /// A kernel's module, loaded on first use, and the kernel in it.
@@ -103,12 +105,30 @@ impl Engine {
             exclusive: Mutex::new(Staging::default()),
             memory_limit: AtomicUsize::new(usize::MAX),
             last_kernel_ms: Mutex::new(None),
+            last_host_times: Mutex::new(None),
         })
     }
 
     /// The device this engine runs on.
     pub fn device(&self) -> &DeviceInfo {
         &self.info
+    }
+
+    /// Where the most recent host call's time went (packing, waiting for the GPU, unpacking),
+    /// or `None` before the first one.
+    pub fn last_host_times(&self) -> Option<HostTimes> {
+        *self
+            .last_host_times
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Remembers `times` as the most recent host call's.
+    pub(crate) fn record_host_times(&self, times: HostTimes) {
+        *self
+            .last_host_times
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(times);
     }
 
     /// Caps the device memory this engine's host calls may hold at `bytes` (`None`: as much as

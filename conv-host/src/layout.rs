@@ -1,7 +1,7 @@
 //! Moving `ndarray` data of any layout to and from the flat buffers the kernels use.
 
 use crate::error::{ConvError, Result};
-use ndarray::{ArrayBase, ArrayViewMut, Axis, Data, Dimension, RawData, RemoveAxis};
+use ndarray::{Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, RawData, RemoveAxis};
 use std::borrow::Cow;
 
 /// The elements in logical (row-major) order: borrowed when the array is already laid out so,
@@ -16,6 +16,52 @@ where
         None => Cow::Owned(array.iter().copied().collect()),
     }
 }
+
+/// A zeroed array of `shape`, or [`ConvError::HostOutOfMemory`] where the allocator refuses it
+/// (an output of a broadcast input of 2^40 elements, say) instead of aborting the process.
+pub(crate) fn try_zeros<D: Dimension>(shape: D) -> Result<Array<f32, D>> {
+    let len = shape.size_checked().ok_or(ConvError::HostOutOfMemory {
+        requested: usize::MAX,
+    })?;
+    if len == 0 {
+        return Ok(Array::zeros(shape));
+    }
+    let layout = std::alloc::Layout::array::<f32>(len).map_err(|_| ConvError::HostOutOfMemory {
+        requested: len.saturating_mul(size_of::<f32>()),
+    })?;
+    // SAFETY: `layout` has a non-zero size (`len >= 1`).
+    let pointer = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<f32>();
+    if pointer.is_null() {
+        return Err(ConvError::HostOutOfMemory {
+            requested: layout.size(),
+        });
+    }
+    advise_huge_pages(pointer.cast(), layout.size());
+    // SAFETY: `pointer` was allocated by the global allocator with the layout of `len` f32,
+    // which is the capacity given; zero bytes are `len` initialised f32 0.0.
+    let values = unsafe { Vec::from_raw_parts(pointer, len, len) };
+    Array::from_shape_vec(shape, values).map_err(|_| ConvError::HostOutOfMemory {
+        requested: layout.size(),
+    })
+}
+
+/// Asks the kernel to back the 2 MiB-aligned part of a fresh allocation of `bytes` at
+/// `pointer` with huge pages, where transparent huge pages are enabled on request: the first
+/// writes to a large output then take one page fault per 2 MiB instead of per 4 KiB.
+#[cfg(target_os = "linux")]
+fn advise_huge_pages(pointer: *mut u8, bytes: usize) {
+    const HUGE_PAGE: usize = 2 << 20;
+    let start = (pointer as usize).next_multiple_of(HUGE_PAGE);
+    let end = (pointer as usize + bytes) / HUGE_PAGE * HUGE_PAGE;
+    if end > start {
+        // SAFETY: `start..end` lies inside the allocation; MADV_HUGEPAGE only changes how the
+        // kernel backs the range, never its contents. A failure (THP off) changes nothing.
+        unsafe { libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE) };
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages(_pointer: *mut u8, _bytes: usize) {}
 
 /// Byte range `[first, last]` an array's elements occupy, or `None` when it is empty.
 fn byte_span<S: RawData, D: Dimension>(array: &ArrayBase<S, D>) -> Option<(usize, usize)> {

@@ -56,7 +56,10 @@ pub use device::DeviceInfo;
 pub use engine::Engine;
 pub use error::{ConvError, Result};
 pub use options::{BoundaryMode, Clamp, Kernel};
+pub use pipeline::HostTimes;
 pub use plan::LaunchPlan;
+#[cfg(feature = "bench")]
+pub use timing::PinnedTransfers;
 
 /// The embedded PTX of all kernels, e.g. to inspect it or assemble it with `ptxas`.
 pub const KERNELS_PTX: &str = kernels::KERNELS_PTX;

@@ -6,6 +6,15 @@ use ndarray::{Array1, Array2};
 /// SciPy's default `truncate`: the Gaussian is cut at 4 standard deviations.
 pub const DEFAULT_TRUNCATE: f32 = 4.0;
 
+/// Most taps a 1D mask builder makes (2^24): a Gaussian of sigma up to about 2 million at the
+/// default truncate. Larger requests are [`ConvError::InvalidParameter`], not an allocation
+/// that fails.
+pub const MAX_MASK_TAPS_1D: usize = 1 << 24;
+
+/// Most taps a 2D mask builder makes (2^26, 256 MiB of `f32`): a square Gaussian up to 8191
+/// taps a side, sigma about 1000.
+pub const MAX_MASK_TAPS_2D: usize = 1 << 26;
+
 /// The radius SciPy uses for `sigma` and `truncate`: `int(truncate * sigma + 0.5)`.
 ///
 /// # Errors
@@ -25,7 +34,16 @@ pub fn gaussian_radius(sigma: f32, truncate: f32) -> Result<usize> {
             expected: "a finite number of standard deviations >= 0",
         });
     }
-    Ok((f64::from(truncate) * f64::from(sigma) + 0.5) as usize)
+    let radius = f64::from(truncate) * f64::from(sigma) + 0.5;
+    if 2.0 * radius.floor() + 1.0 > MAX_MASK_TAPS_1D as f64 {
+        return Err(ConvError::InvalidParameter {
+            name: "sigma",
+            value: f64::from(sigma),
+            expected: "a sigma whose mask, 2 * int(truncate * sigma + 0.5) + 1 taps, has at most \
+                       MAX_MASK_TAPS_1D (2^24) taps",
+        });
+    }
+    Ok(radius as usize)
 }
 
 /// A normalised 1D Gaussian of `2 * radius + 1` taps, `exp(-x^2 / (2 sigma^2))` for
@@ -61,6 +79,13 @@ pub fn gaussian1d(sigma: f32, truncate: f32) -> Result<Array1<f32>> {
 pub fn gaussian2d(sigma: f32, truncate: f32) -> Result<Array2<f32>> {
     let g = gaussian1d(sigma, truncate)?;
     let n = g.len();
+    if n.saturating_mul(n) > MAX_MASK_TAPS_2D {
+        return Err(ConvError::InvalidParameter {
+            name: "sigma",
+            value: f64::from(sigma),
+            expected: "a sigma whose square mask has at most MAX_MASK_TAPS_2D (2^26) taps",
+        });
+    }
     Ok(Array2::from_shape_fn((n, n), |(i, j)| g[i] * g[j]))
 }
 
@@ -74,6 +99,13 @@ pub fn box2d(rows: usize, cols: usize) -> Result<Array2<f32>> {
             name: "box size",
             value: rows.min(cols) as f64,
             expected: "at least 1 x 1",
+        });
+    }
+    if rows.saturating_mul(cols) > MAX_MASK_TAPS_2D {
+        return Err(ConvError::InvalidParameter {
+            name: "box size",
+            value: rows.saturating_mul(cols) as f64,
+            expected: "at most MAX_MASK_TAPS_2D (2^26) taps",
         });
     }
     Ok(Array2::from_elem((rows, cols), 1.0 / (rows * cols) as f32))

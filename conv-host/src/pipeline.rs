@@ -12,6 +12,7 @@ use crate::error::{ConvError, Result};
 use crate::session::Session;
 use crate::staging::Slot;
 use std::ops::Range;
+use std::time::Instant;
 
 /// Rows of one band: it keeps `output` (rows of the input) and computes them from buffer rows
 /// `output.start - halo.0 .. output.end + halo.1`.
@@ -98,9 +99,27 @@ pub(crate) trait BandWork: Sync {
     fn describe(&self, band: &Band) -> String;
 }
 
+/// Where a host call's time went, in milliseconds of wall time on the calling thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostTimes {
+    /// From the call's start to its first band: planning, the mask's upload, the staging.
+    pub setup_ms: f32,
+    /// Packing the first band, alone (later bands pack while earlier ones unpack).
+    pub first_pack_ms: f32,
+    /// Packing and unpacking bands, the two side by side on the thread pool.
+    pub pack_unpack_ms: f32,
+    /// Waiting for the GPU: copies and kernels not yet done when the host needed their band.
+    pub wait_ms: f32,
+    /// Unpacking the last band, alone.
+    pub last_unpack_ms: f32,
+    /// Bands the input was split into.
+    pub bands: usize,
+}
+
 impl Session<'_> {
     /// Runs `work` over `bands` through `slots`; `unpack(band, rows)` receives each band's
-    /// output rows (`band.output.len() * row_len` elements), in band order.
+    /// output rows (`band.output.len() * row_len` elements), in band order. A slot's band is
+    /// unpacked while the next band packs into the same slot's upload buffer, on the thread pool.
     ///
     /// # Errors
     /// Driver errors and kernel faults (recorded as the device's fault when sticky). Every slot's
@@ -111,44 +130,50 @@ impl Session<'_> {
         bands: &[Band],
         row_len: usize,
         work: &impl BandWork,
-        mut unpack: impl FnMut(&Band, &[f32]),
+        mut unpack: impl FnMut(&Band, &[f32]) + Send,
+        times: &mut HostTimes,
     ) -> Result<()> {
         let count = slots.len().max(1);
-        let mut result = Ok(());
-        for (i, band) in bands.iter().enumerate() {
-            if i >= count {
-                let done = &bands[i - count];
+        times.bands = bands.len();
+        let result = (|| {
+            for (i, band) in bands.iter().enumerate() {
                 let slot = &mut slots[i % count];
-                result = self.finish(&slot.stream, || work.describe(done)).map(|()| {
-                    unpack(
-                        done,
-                        &slot.download.as_slice()[..done.output.len() * row_len],
-                    )
-                });
-                if result.is_err() {
-                    break;
+                let elements = band.buffer_rows() * row_len;
+                if i >= count {
+                    let done = &bands[i - count];
+                    let waited = Instant::now();
+                    self.finish(&slot.stream, || work.describe(done))?;
+                    times.wait_ms += ms_since(waited);
+                    let started = Instant::now();
+                    let (upload, download) = (&mut slot.upload, &slot.download);
+                    let kept = &download.as_slice()[..done.output.len() * row_len];
+                    rayon::join(
+                        || work.pack(band, &mut upload.as_mut_slice()[..elements]),
+                        || unpack(done, kept),
+                    );
+                    times.pack_unpack_ms += ms_since(started);
+                } else {
+                    let started = Instant::now();
+                    work.pack(band, &mut slot.upload.as_mut_slice()[..elements]);
+                    times.first_pack_ms += ms_since(started);
                 }
+                self.submit(slot, band, row_len, work)?;
             }
-            result = self.enqueue(&mut slots[i % count], band, row_len, work);
-            if result.is_err() {
-                break;
-            }
-        }
-        if result.is_ok() {
             let first = bands.len().saturating_sub(count);
             for (i, done) in bands.iter().enumerate().skip(first) {
                 let slot = &slots[i % count];
-                result = self.finish(&slot.stream, || work.describe(done)).map(|()| {
-                    unpack(
-                        done,
-                        &slot.download.as_slice()[..done.output.len() * row_len],
-                    )
-                });
-                if result.is_err() {
-                    break;
-                }
+                let waited = Instant::now();
+                self.finish(&slot.stream, || work.describe(done))?;
+                times.wait_ms += ms_since(waited);
+                let started = Instant::now();
+                unpack(
+                    done,
+                    &slot.download.as_slice()[..done.output.len() * row_len],
+                );
+                times.last_unpack_ms += ms_since(started);
             }
-        }
+            Ok(())
+        })();
         if result.is_err() {
             // Nothing may still read or write a slot's buffers when the slots go back.
             for slot in slots.iter() {
@@ -158,8 +183,9 @@ impl Session<'_> {
         result
     }
 
-    /// Packs `band` into `slot`'s upload buffer and enqueues its upload, kernels and download.
-    fn enqueue(
+    /// Enqueues the upload of `band` (packed in `slot`'s upload buffer), its kernels and the
+    /// download of the rows it keeps.
+    fn submit(
         &self,
         slot: &mut Slot,
         band: &Band,
@@ -169,7 +195,6 @@ impl Session<'_> {
         use crate::error::DriverContext;
         let elements = band.buffer_rows() * row_len;
         let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
-        work.pack(band, &mut slot.upload.as_mut_slice()[..elements]);
         // The slot's stream was synchronised since its buffers were last used, so nothing
         // reads or writes them; the copies below are the next users, in stream order.
         slot.stream
@@ -189,6 +214,11 @@ impl Session<'_> {
     }
 }
 
+/// Milliseconds since `start`.
+pub(crate) fn ms_since(start: Instant) -> f32 {
+    start.elapsed().as_secs_f32() * 1e3
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,7 +233,7 @@ mod tests {
             (5000, 1, (3, 3), 1000),
         ] {
             let (bands, slots, elements) = plan_bands(rows, row_len, halo, budget).unwrap();
-            assert!(slots >= 1 && slots <= PIPELINE_SLOTS);
+            assert!((1..=PIPELINE_SLOTS).contains(&slots));
             assert!(slots * 2 * elements * 4 <= budget, "{rows} x {row_len}");
             let mut next = 0;
             for band in &bands {

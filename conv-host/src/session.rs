@@ -405,13 +405,15 @@ impl Session<'_> {
         .context(|| "poisoning the output buffer".into())
     }
 
-    /// Waits for the engine's own stream (the mask's upload), before work on other streams
-    /// reads what it wrote.
-    pub(crate) fn finish_engine_stream(&self, what: &str) -> Result<()> {
-        self.engine
-            .stream
-            .synchronize()
-            .context(|| what.to_string())
+    /// Orders the work later enqueued on `slots`' streams after everything enqueued so far on
+    /// the engine's own stream (the mask's upload), without waiting on the host.
+    pub(crate) fn order_after_engine_stream(&self, slots: &[Slot]) -> Result<()> {
+        let describe = || "ordering the pipeline after the mask's upload".to_string();
+        let uploaded = self.engine.stream.record_event(None).context(describe)?;
+        for slot in slots {
+            slot.stream.wait(&uploaded).context(describe)?;
+        }
+        Ok(())
     }
 
     /// Device bytes a host call may hold in its pipeline: the engine's cap, or the device's

@@ -4,10 +4,81 @@
 use crate::abi::{SM_COPY_QUADS_PER_THREAD, SM_COPY_THREADS};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
+use crate::staging::PinnedBuffer;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 
+/// One run of [`Engine::time_pinned_transfers`], in milliseconds.
+#[derive(Clone, Copy, Debug)]
+pub struct PinnedTransfers {
+    /// The upload alone.
+    pub upload_ms: f32,
+    /// The download alone.
+    pub download_ms: f32,
+    /// Both at once, on two streams: from the start of the first to the end of the last. This
+    /// is the transfer floor of a host -> host call that uploads and downloads those bytes.
+    pub overlapped_ms: f32,
+}
+
 impl Engine {
+    /// Benchmark support: times `runs` rounds of copies through page-locked host memory with
+    /// CUDA events: an upload of `upload_len` `f32`, a download of `download_len`, then both
+    /// at once on two streams.
+    ///
+    /// # Errors
+    /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
+    pub fn time_pinned_transfers(
+        &self,
+        upload_len: usize,
+        download_len: usize,
+        runs: usize,
+    ) -> Result<Vec<PinnedTransfers>> {
+        let session = self.session()?;
+        session.reserve((upload_len + download_len) * size_of::<f32>())?;
+        let source = PinnedBuffer::new(&self.context, upload_len)?;
+        let mut target = PinnedBuffer::new(&self.context, download_len)?;
+        let mut device_in = session.alloc_poisoned(upload_len.max(1))?;
+        let device_out = session.alloc_poisoned(download_len.max(1))?;
+        self.stream
+            .synchronize()
+            .context(|| "allocating the transfer buffers".into())?;
+        let describe = || format!("pinned transfers of {upload_len} and {download_len} floats");
+        let up = self.context.new_stream().context(describe)?;
+        let down = self.context.new_stream().context(describe)?;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let start = up.record_event(timing).context(describe)?;
+            up.memcpy_htod(source.as_slice(), &mut device_in.slice_mut(..upload_len))
+                .context(describe)?;
+            let end = up.record_event(timing).context(describe)?;
+            end.synchronize().context(describe)?;
+            let upload_ms = start.elapsed_ms(&end).context(describe)?;
+            let start = down.record_event(timing).context(describe)?;
+            down.memcpy_dtoh(&device_out.slice(..download_len), target.as_mut_slice())
+                .context(describe)?;
+            let end = down.record_event(timing).context(describe)?;
+            end.synchronize().context(describe)?;
+            let download_ms = start.elapsed_ms(&end).context(describe)?;
+            let start = up.record_event(timing).context(describe)?;
+            down.wait(&start).context(describe)?;
+            up.memcpy_htod(source.as_slice(), &mut device_in.slice_mut(..upload_len))
+                .context(describe)?;
+            down.memcpy_dtoh(&device_out.slice(..download_len), target.as_mut_slice())
+                .context(describe)?;
+            let downloaded = down.record_event(timing).context(describe)?;
+            up.wait(&downloaded).context(describe)?;
+            let end = up.record_event(timing).context(describe)?;
+            end.synchronize().context(describe)?;
+            times.push(PinnedTransfers {
+                upload_ms,
+                download_ms,
+                overlapped_ms: start.elapsed_ms(&end).context(describe)?,
+            });
+        }
+        Ok(times)
+    }
+
     /// Benchmark support: times `runs` device-to-device copies of `len` `f32` (one buffer to
     /// another, on the engine's stream) with CUDA events, in milliseconds. The copy bandwidth,
     /// `2 * 4 * len / time` (bytes read plus bytes written), is the memory roofline a

@@ -16,6 +16,8 @@ pub(crate) struct Plan {
     pub(crate) scope: Scope,
     /// `Auto` against every design instead of `scope`'s cases (`--auto`).
     pub(crate) auto: bool,
+    /// Host -> host calls against the transfer floor instead of `scope`'s cases (`--host`).
+    pub(crate) host: bool,
     pub(crate) out_dir: PathBuf,
 }
 
@@ -23,6 +25,7 @@ impl Plan {
     /// The run's mode, as the CSV header names it.
     pub(crate) fn mode(&self) -> &'static str {
         match (self.auto, self.scope) {
+            _ if self.host => "host",
             (true, _) => "auto",
             (false, Scope::Full) => "full",
             (false, Scope::Quick) => "quick",
@@ -44,6 +47,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
     let mut plan = Plan {
         scope: Scope::Full,
         auto: false,
+        host: false,
         out_dir: PathBuf::from("bench-results"),
     };
     let mut only: Option<String> = None;
@@ -52,6 +56,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             "--quick" => plan.scope = Scope::Quick,
             "--targets" => plan.scope = Scope::Targets,
             "--auto" => plan.auto = true,
+            "--host" => plan.host = true,
             "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
             "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
             "--plot-only" => {
@@ -61,8 +66,8 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (--quick, --targets, --auto, --out DIR, --only \
-                     1d|2d, --plot-only CSV)"
+                    "unknown argument `{other}` (--quick, --targets, --auto, --host, --out DIR, \
+                     --only 1d|2d, --plot-only CSV)"
                 ));
             }
         }

@@ -5,6 +5,7 @@
 //! cargo run --release --example bench -- --quick         # a short run
 //! cargo run --release --example bench -- --targets       # the target cases, fast designs only
 //! cargo run --release --example bench -- --auto          # Auto against every design, small to large
+//! cargo run --release --example bench -- --host          # host -> host calls against the transfer floor
 //! cargo run --release --example bench -- --plot-only bench-results/bench.csv
 //! ```
 //!
@@ -16,7 +17,8 @@
 //! `2 x SMs x FP32 lanes per SM x clock` the FMA peak. Case names are stable across runs.
 //!
 //! Modules: `args` (the command line), `ceilings` (copy roofline and FMA peak), `sweep` (the
-//! sizes, masks and tiles of a full, quick or targets run), `auto` (`--auto`), `cases` (one
+//! sizes, masks and tiles of a full, quick or targets run), `auto` (`--auto`), `host`
+//! (`--host`: host -> host calls against the transfer floor), `cases` (one
 //! case measured), `timing`, `check` (the output checks), `report` (CSV and summary), `plot`.
 
 mod args;
@@ -24,6 +26,7 @@ mod auto;
 mod cases;
 mod ceilings;
 mod check;
+mod host;
 mod plot;
 mod report;
 mod sweep;
@@ -75,6 +78,22 @@ fn run() -> Result<(), String> {
         rows: Vec::new(),
     };
     let started = Instant::now();
+    if bench.plan.host {
+        let lines = bench.bench_host()?;
+        let csv = bench.plan.out_dir.join("host.csv");
+        let header = format!(
+            "# device: {}\n# host -> host medians of {} calls; floor: pinned upload and download overlapped\n",
+            engine.device().name,
+            5
+        );
+        std::fs::write(&csv, header + &lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+        println!(
+            "\nwritten to {} in {:.0} s",
+            csv.display(),
+            started.elapsed().as_secs_f64()
+        );
+        return Ok(());
+    }
     let auto = bench.plan.auto;
     if only.as_deref() != Some("2d") {
         if auto {

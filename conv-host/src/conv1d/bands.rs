@@ -7,7 +7,7 @@ use super::{Taps, grid1d};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
 use crate::options::BoundaryMode;
-use crate::pipeline::{Band, BandWork, plan_bands};
+use crate::pipeline::{Band, BandWork, HostTimes, ms_since, plan_bands};
 use crate::plan::Launch;
 use crate::session::Session;
 use crate::staging::Slot;
@@ -81,8 +81,8 @@ impl BandWork for SignalBands<'_, '_> {
             } = &mut *slot;
             // SAFETY: the grid meets the conv1d kernels' contract (`grid1d`): `input` holds the
             // chunk's `len` elements (uploaded before, in stream order) and `output` as many, a
-            // 16-byte aligned allocation; the mask is in MASK (set and synchronised before the
-            // chunks) or in `device_mask`.
+            // 16-byte aligned allocation; the mask is in MASK or in `device_mask`, written on
+            // the engine's stream, which the slots' streams wait for.
             unsafe {
                 session.launch_async(stream, plan.entry_point, config, |args| {
                     args.arg(&*input);
@@ -128,6 +128,7 @@ impl Engine {
         if len > i64::MAX as usize / 2 {
             return Err(ConvError::TooLarge { len });
         }
+        let started = std::time::Instant::now();
         let plan = launch.plan;
         let mut session = self.session()?;
         let device_mask = if plan.mask_in_constant_memory {
@@ -136,13 +137,17 @@ impl Engine {
         } else {
             Some(session.upload(&taps.values)?)
         };
-        // The chunks run on the slots' streams: the mask must be in place first.
-        session.finish_engine_stream("uploading the mask")?;
         let mask_bytes = device_mask.as_ref().map_or(0, |_| taps.values.len() * 4);
         let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
         let halo = (taps.left, taps.values.len() - 1 - taps.left);
         let (bands, slots, elements) = plan_bands(len, 1, halo, budget.saturating_sub(mask_bytes))?;
         let mut slots = session.take_slots(slots, elements)?;
+        // The bands run on the slots' streams: after the mask's upload.
+        session.order_after_engine_stream(&slots)?;
+        let mut times = HostTimes {
+            setup_ms: ms_since(started),
+            ..HostTimes::default()
+        };
         let work = SignalBands {
             input,
             taps,
@@ -150,16 +155,24 @@ impl Engine {
             device_mask,
             timings: Mutex::new(Vec::with_capacity(bands.len())),
         };
-        let result = session.run_bands(&mut slots, &bands, 1, &work, |band, kept| {
-            let mut out = output.slice_axis_mut(ndarray::Axis(0), Slice::from(band.output.clone()));
-            match out.as_slice_mut() {
-                Some(slice) => slice
-                    .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
-                    .zip(kept.par_chunks(MIN_ELEMENTS_PER_TASK))
-                    .for_each(|(o, k)| o.copy_from_slice(k)),
-                None => out.iter_mut().zip(kept).for_each(|(o, &v)| *o = v),
-            }
-        });
+        let result = session.run_bands(
+            &mut slots,
+            &bands,
+            1,
+            &work,
+            |band, kept| {
+                let mut out =
+                    output.slice_axis_mut(ndarray::Axis(0), Slice::from(band.output.clone()));
+                match out.as_slice_mut() {
+                    Some(slice) => slice
+                        .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
+                        .zip(kept.par_chunks(MIN_ELEMENTS_PER_TASK))
+                        .for_each(|(o, k)| o.copy_from_slice(k)),
+                    None => out.iter_mut().zip(kept).for_each(|(o, &v)| *o = v),
+                }
+            },
+            &mut times,
+        );
         session.return_slots(slots);
         result?;
         let timings = work
@@ -172,6 +185,7 @@ impl Engine {
                 .context(|| "reading the kernels' time".into())?;
             session.add_kernel_ms(ms);
         }
+        self.record_host_times(times);
         Ok(())
     }
 }

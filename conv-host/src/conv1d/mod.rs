@@ -13,7 +13,7 @@ use crate::abi::Conv1dParams;
 use crate::device::DeviceInfo;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, fill_output, row_major};
+use crate::layout::{check_output, fill_output, row_major, try_zeros};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan};
@@ -126,7 +126,7 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        let mut output = Array1::zeros(input.len());
+        let mut output = try_zeros(ndarray::Ix1(input.len()))?;
         self.filter1d(input, mask, options, false, output.view_mut(), 1)?;
         Ok(output)
     }
@@ -166,7 +166,7 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        let mut output = Array1::zeros(input.len());
+        let mut output = try_zeros(ndarray::Ix1(input.len()))?;
         self.filter1d(input, mask, options, true, output.view_mut(), 1)?;
         Ok(output)
     }
@@ -208,7 +208,7 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        let mut output = Array1::zeros(input.len());
+        let mut output = try_zeros(ndarray::Ix1(input.len()))?;
         let times = self.filter1d(input, mask, options, false, output.view_mut(), runs.max(1))?;
         Ok((output, times))
     }

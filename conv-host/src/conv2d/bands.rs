@@ -8,7 +8,7 @@ use crate::conv1d::reference::fold;
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
 use crate::options::BoundaryMode;
-use crate::pipeline::{Band, BandWork, plan_bands};
+use crate::pipeline::{Band, BandWork, HostTimes, ms_since, plan_bands};
 use crate::plan::Launch;
 use crate::session::Session;
 use crate::staging::Slot;
@@ -100,9 +100,9 @@ impl<D: ImageDim> BandWork for ImageBands<'_, '_, D> {
             } = &mut *slot;
             // SAFETY: the grid meets the conv2d kernels' contract (`Grid2d::grid`): `input`
             // holds the band's buffer rows (uploaded before, in stream order) and `output` as
-            // many, both `shape.height * pitch` elements or more; the mask is in MASK (set and
-            // synchronised before the bands) or in `device_mask`; the tensor map describes
-            // `input`.
+            // many, both `shape.height * pitch` elements or more; the mask is in MASK or in
+            // `device_mask`, written on the engine's stream, which the slots' streams wait for;
+            // the tensor map describes `input`.
             unsafe {
                 session.launch_async(stream, plan.entry_point, config, |args| {
                     match &map {
@@ -150,6 +150,7 @@ impl Engine {
         launch: Launch<'_>,
         mut output: ArrayViewMut<'_, f32, D>,
     ) -> Result<()> {
+        let started = std::time::Instant::now();
         let plan = launch.plan;
         let mut session = self.session()?;
         let device_mask = if plan.mask_in_constant_memory {
@@ -158,8 +159,6 @@ impl Engine {
         } else {
             Some(session.upload(&mask.values)?)
         };
-        // The bands run on the slots' streams: the mask must be in place first.
-        session.finish_engine_stream("uploading the mask")?;
         let mask_bytes = device_mask.as_ref().map_or(0, |_| mask.values.len() * 4);
         let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
         let halo = (mask.top, mask.rows - 1 - mask.top);
@@ -170,6 +169,12 @@ impl Engine {
             budget.saturating_sub(mask_bytes),
         )?;
         let mut slots = session.take_slots(slots, elements)?;
+        // The bands run on the slots' streams: after the mask's upload.
+        session.order_after_engine_stream(&slots)?;
+        let mut times = HostTimes {
+            setup_ms: ms_since(started),
+            ..HostTimes::default()
+        };
         let work = ImageBands {
             image,
             shape,
@@ -180,17 +185,24 @@ impl Engine {
             timings: Mutex::new(Vec::with_capacity(bands.len())),
         };
         let row_len = shape.width * shape.channels;
-        let result = session.run_bands(&mut slots, &bands, shape.pitch, &work, |band, rows| {
-            let mut kept = output.slice_axis_mut(Axis(0), Slice::from(band.output.clone()));
-            kept.axis_iter_mut(Axis(0))
-                .into_par_iter()
-                .with_min_len(MIN_ROWS_PER_TASK)
-                .zip(rows.par_chunks(shape.pitch))
-                .for_each(|(mut row, source)| match row.as_slice_mut() {
-                    Some(slice) => slice.copy_from_slice(&source[..row_len]),
-                    None => row.iter_mut().zip(source).for_each(|(o, &v)| *o = v),
-                });
-        });
+        let result = session.run_bands(
+            &mut slots,
+            &bands,
+            shape.pitch,
+            &work,
+            |band, rows| {
+                let mut kept = output.slice_axis_mut(Axis(0), Slice::from(band.output.clone()));
+                kept.axis_iter_mut(Axis(0))
+                    .into_par_iter()
+                    .with_min_len(MIN_ROWS_PER_TASK)
+                    .zip(rows.par_chunks(shape.pitch))
+                    .for_each(|(mut row, source)| match row.as_slice_mut() {
+                        Some(slice) => slice.copy_from_slice(&source[..row_len]),
+                        None => row.iter_mut().zip(source).for_each(|(o, &v)| *o = v),
+                    });
+            },
+            &mut times,
+        );
         session.return_slots(slots);
         result?;
         let timings = work
@@ -203,6 +215,7 @@ impl Engine {
                 .context(|| "reading the kernels' time".into())?;
             session.add_kernel_ms(ms);
         }
+        self.record_host_times(times);
         Ok(())
     }
 }

@@ -38,7 +38,7 @@ pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;
 use crate::abi::Conv2dParams;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, pack_pitched, unpack_pitched};
+use crate::layout::{check_output, pack_pitched, try_zeros, unpack_pitched};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan};
@@ -200,7 +200,7 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        let mut output = Array::zeros(image.raw_dim());
+        let mut output = try_zeros(image.raw_dim())?;
         self.filter2d(image, mask, options, false, output.view_mut(), 1)?;
         Ok(output)
     }
@@ -242,7 +242,7 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        let mut output = Array::zeros(image.raw_dim());
+        let mut output = try_zeros(image.raw_dim())?;
         self.filter2d(image, mask, options, true, output.view_mut(), 1)?;
         Ok(output)
     }
@@ -286,7 +286,7 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        let mut output = Array::zeros(image.raw_dim());
+        let mut output = try_zeros(image.raw_dim())?;
         let times = self.filter2d(image, mask, options, false, output.view_mut(), runs.max(1))?;
         Ok((output, times))
     }

@@ -1,0 +1,234 @@
+//! `--host`: what a user waits for. Per case, the host -> host time of the public call (host
+//! `ndarray` in, owned host array out: packing, copies, kernels, unpacking), beside the
+//! transfer floor measured in the same run: the case's input uploaded and its output
+//! downloaded through page-locked memory, both at once on two streams. Medians of `RUNS` timed
+//! calls after `WARMUP`; the output is spot-checked against an f64 computation.
+
+use crate::check::{check_1d, check_2d};
+use crate::timing::median;
+use crate::{Bench, random_vec};
+use conv_host::{Conv1dOptions, Conv2dOptions, Engine};
+use ndarray::{Array1, Array2, Array3, Axis};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use rayon::prelude::*;
+use std::time::Instant;
+
+/// Untimed calls before the timed ones (the first loads the kernel and allocates the staging).
+const WARMUP: usize = 2;
+/// Timed calls.
+const RUNS: usize = 5;
+/// Most elements the transfer floor is measured on (1 GiB of `f32`).
+const FLOOR_ELEMENTS: usize = 1 << 28;
+
+/// One host -> host case: an image `rows x cols x channels` (or a signal of `cols` when
+/// `rows == 0`), a mask, and the device-memory cap the engine runs it under.
+struct HostCase {
+    name: &'static str,
+    rows: usize,
+    cols: usize,
+    channels: usize,
+    mask: (usize, usize),
+    rank_one: bool,
+    memory_cap: Option<usize>,
+    /// Into a caller's output, allocated once (`correlate2d_into`), instead of a new array.
+    into: bool,
+}
+
+/// The cases: the 2D and 1D targets, a small RGB image, and an image four times larger than
+/// the device memory the engine may use.
+fn cases() -> Vec<HostCase> {
+    let case = |name, rows, cols, channels, mask, rank_one| HostCase {
+        name,
+        rows,
+        cols,
+        channels,
+        mask,
+        rank_one,
+        memory_cap: None,
+        into: false,
+    };
+    vec![
+        case("1d 2^26 7 taps", 0, 1 << 26, 1, (1, 7), false),
+        case("1d 2^26 31 taps", 0, 1 << 26, 1, (1, 31), false),
+        case("2d 8192^2 5x5", 8192, 8192, 1, (5, 5), false),
+        HostCase {
+            into: true,
+            ..case("2d 8192^2 5x5 into", 8192, 8192, 1, (5, 5), false)
+        },
+        case("2d 8192^2 7x7", 8192, 8192, 1, (7, 7), false),
+        case("2d 8192^2 9x9", 8192, 8192, 1, (9, 9), false),
+        case("2d 8192^2 31x31", 8192, 8192, 1, (31, 31), false),
+        case("2d 8192^2 5x5 rank-1", 8192, 8192, 1, (5, 5), true),
+        case("2d 8192^2 17x17 rank-1", 8192, 8192, 1, (17, 17), true),
+        case("2d 8192^2 31x31 rank-1", 8192, 8192, 1, (31, 31), true),
+        case("2d 4096^2x3 5x5", 4096, 4096, 3, (5, 5), false),
+        case("2d 512^2x3 5x5", 512, 512, 3, (5, 5), false),
+        HostCase {
+            memory_cap: Some(4 << 30),
+            ..case("2d 16GiB 5x5, 4GiB cap", 65536, 65536, 1, (5, 5), false)
+        },
+    ]
+}
+
+/// `len` values uniform in [-1, 1), drawn in parallel (one generator per block of the seed's).
+fn random_parallel(seed: u64, len: usize) -> Vec<f32> {
+    const BLOCK: usize = 1 << 20;
+    let mut values = vec![0.0f32; len];
+    values
+        .par_chunks_mut(BLOCK)
+        .enumerate()
+        .for_each(|(block, chunk)| {
+            let mut rng = StdRng::seed_from_u64(seed ^ (block as u64).wrapping_mul(0x9E37_79B9));
+            chunk
+                .iter_mut()
+                .for_each(|v| *v = rng.random_range(-1.0f32..1.0));
+        });
+    values
+}
+
+/// Median transfer floor, in ms, of uploading `upload` and downloading `download` floats.
+fn floor_ms(engine: &Engine, upload: usize, download: usize) -> Result<(f64, f64, f64), String> {
+    let times = engine
+        .time_pinned_transfers(upload, download, RUNS)
+        .map_err(|e| format!("pinned transfers: {e}"))?;
+    let pick = |f: fn(&conv_host::PinnedTransfers) -> f32| median(times.iter().map(f).collect());
+    Ok((
+        pick(|t| t.upload_ms),
+        pick(|t| t.download_ms),
+        pick(|t| t.overlapped_ms),
+    ))
+}
+
+impl Bench<'_> {
+    /// Measures every host -> host case and prints a table; returns the rows as CSV lines.
+    pub(crate) fn bench_host(&mut self) -> Result<Vec<String>, String> {
+        let mut lines = vec![
+            "case,host_ms,floor_ms,ratio,kernel_ms,upload_gbps,download_gbps,max_rel_error,bands,setup_ms,first_pack_ms,pack_unpack_ms,wait_ms,last_unpack_ms"
+                .to_string(),
+        ];
+        println!(
+            "\n{:28} {:>10} {:>10} {:>7} {:>10} {:>9} {:>9}",
+            "case", "host ms", "floor ms", "ratio", "kernel ms", "up GB/s", "down GB/s"
+        );
+        for case in cases() {
+            let line = self.host_case(&case)?;
+            lines.push(line);
+        }
+        self.engine.set_device_memory_limit(None);
+        Ok(lines)
+    }
+
+    fn host_case(&mut self, case: &HostCase) -> Result<String, String> {
+        let engine = self.engine;
+        engine.set_device_memory_limit(case.memory_cap);
+        let elements = case.rows.max(1) * case.cols * case.channels;
+        let seed: u64 = self.rng.random();
+        let data = random_parallel(seed, elements);
+        let (mask_rows, mask_cols) = case.mask;
+        let mask = if case.rank_one {
+            let column = random_vec(&mut self.rng, mask_rows);
+            let row = random_vec(&mut self.rng, mask_cols);
+            Array2::from_shape_fn(case.mask, |(i, j)| column[i] * row[j])
+        } else {
+            Array2::from_shape_vec(case.mask, random_vec(&mut self.rng, mask_rows * mask_cols))
+                .map_err(|e| e.to_string())?
+        };
+        let mut times = Vec::with_capacity(RUNS);
+        let mut kernel = Vec::with_capacity(RUNS);
+        let error = if case.rows == 0 {
+            let signal = Array1::from(data);
+            let taps = mask.index_axis(Axis(0), 0).to_owned();
+            let mut output = None;
+            for run in 0..WARMUP + RUNS {
+                let start = Instant::now();
+                let out = engine
+                    .correlate1d(&signal, &taps, &Conv1dOptions::default())
+                    .map_err(|e| format!("{}: {e}", case.name))?;
+                if run >= WARMUP {
+                    times.push(start.elapsed().as_secs_f32() * 1e3);
+                    kernel.push(engine.last_kernel_time_ms().unwrap_or(f32::NAN));
+                }
+                output = Some(out);
+            }
+            let output = output.ok_or("no run")?;
+            check_1d(signal.view(), taps.view(), output.view(), &mut self.rng)
+        } else {
+            let image = Array3::from_shape_vec((case.rows, case.cols, case.channels), data)
+                .map_err(|e| e.to_string())?;
+            let mut output = None;
+            let mut reused = case.into.then(|| Array3::<f32>::zeros(image.raw_dim()));
+            for run in 0..WARMUP + RUNS {
+                let start = Instant::now();
+                let out = match reused.take() {
+                    Some(mut out) => engine
+                        .correlate2d_into(&image, &mask, &Conv2dOptions::default(), out.view_mut())
+                        .map(|()| out),
+                    None => engine.correlate2d(&image, &mask, &Conv2dOptions::default()),
+                }
+                .map_err(|e| format!("{}: {e}", case.name))?;
+                if run >= WARMUP {
+                    times.push(start.elapsed().as_secs_f32() * 1e3);
+                    kernel.push(engine.last_kernel_time_ms().unwrap_or(f32::NAN));
+                }
+                if case.into {
+                    reused = Some(out.clone());
+                }
+                output = Some(out);
+            }
+            let output = output.ok_or("no run")?;
+            check_2d(image.view(), &mask, output.view(), &mut self.rng)
+        };
+        engine.set_device_memory_limit(None);
+        // Transfers scale linearly with their size: the floor of inputs above 1 GiB is that of
+        // 1 GiB, scaled.
+        let measured = elements.min(FLOOR_ELEMENTS);
+        let (upload, download, floor) = floor_ms(engine, measured, measured)?;
+        let scale = elements as f64 / measured as f64;
+        let (upload, download, floor) = (upload * scale, download * scale, floor * scale);
+        let host = median(times);
+        let kernel = median(kernel);
+        let stages = engine.last_host_times().unwrap_or_default();
+        let gbps = |ms: f64| elements as f64 * 4.0 / (ms * 1e-3) / 1e9;
+        println!(
+            "{:28} {:>10.3} {:>10.3} {:>7.2} {:>10.3} {:>9.1} {:>9.1}{}",
+            case.name,
+            host,
+            floor,
+            host / floor,
+            kernel,
+            gbps(upload),
+            gbps(download),
+            if error > 1e-5 { "  CHECK FAILED" } else { "" }
+        );
+        println!(
+            "{:28} bands {}, setup {:.3}, first pack {:.3}, pack|unpack {:.3}, wait {:.3}, last unpack {:.3} ms",
+            "",
+            stages.bands,
+            stages.setup_ms,
+            stages.first_pack_ms,
+            stages.pack_unpack_ms,
+            stages.wait_ms,
+            stages.last_unpack_ms
+        );
+        if error > 1e-5 {
+            return Err(format!(
+                "{}: max relative error {error:.2e} against the f64 reference",
+                case.name
+            ));
+        }
+        Ok(format!(
+            "{},{host:.4},{floor:.4},{:.3},{kernel:.4},{:.1},{:.1},{error:.2e},{},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            case.name,
+            host / floor,
+            gbps(upload),
+            gbps(download),
+            stages.bands,
+            stages.setup_ms,
+            stages.first_pack_ms,
+            stages.pack_unpack_ms,
+            stages.wait_ms,
+            stages.last_unpack_ms
+        ))
+    }
+}

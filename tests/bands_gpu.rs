@@ -1,0 +1,176 @@
+//! The banded host pipeline against the f64 reference: an engine capped to a little device
+//! memory runs small inputs in many bands, so every band edge, the halo rows folded on the host
+//! (far side of the image for `Wrap`, `Reflect`, `Mirror`) and masks taller than a band are
+//! exercised, for every boundary mode and kernel family.
+
+mod common;
+
+use common::images::{random_array3, random_mask, random_separable_mask};
+use common::tensor_copy::has_tensor_copies;
+use common::{expected1d, expected2d, random_origin, random_vec, rng};
+use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, Engine, Kernel};
+use ndarray::Array2;
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// Every boundary mode, a non-zero constant among them.
+const MODES: [BoundaryMode; 6] = [
+    BoundaryMode::Constant(0.0),
+    BoundaryMode::Constant(0.75),
+    BoundaryMode::Nearest,
+    BoundaryMode::Reflect,
+    BoundaryMode::Mirror,
+    BoundaryMode::Wrap,
+];
+
+/// Rows of the test images: several bands of each cap below.
+const ROWS: usize = 67;
+
+/// A device-memory cap that gives one slot bands of about `band_rows` output rows of an image
+/// `row_elements` wide with a mask of `mask_rows x mask_cols` taps (rows are padded to 32
+/// elements on the device; the cap counts the input and output buffers, and the mask, which
+/// the basic kernel reads from device memory).
+fn cap_for(band_rows: usize, row_elements: usize, (mask_rows, mask_cols): (usize, usize)) -> usize {
+    2 * 4 * (row_elements + 32) * (band_rows + mask_rows - 1) + 4 * mask_rows * mask_cols
+}
+
+/// One capped 2D run against the reference.
+fn check_capped2d(
+    engine: &Engine,
+    rng: &mut StdRng,
+    mask: &Array2<f32>,
+    (kernel, mode, channels): (Kernel, BoundaryMode, usize),
+    band_rows: usize,
+) {
+    let width = rng.random_range(1..80);
+    let image = random_array3(rng, (ROWS, width, channels));
+    let convolve = rng.random_bool(0.5);
+    let centred = matches!(kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma);
+    let options = Conv2dOptions {
+        mode,
+        kernel,
+        origin: [
+            random_origin(rng, mask.nrows(), convolve),
+            if centred {
+                0
+            } else {
+                random_origin(rng, mask.ncols(), convolve)
+            },
+        ],
+        ..Default::default()
+    };
+    engine.set_device_memory_limit(Some(cap_for(band_rows, width * channels, mask.dim())));
+    let got = if convolve {
+        engine.convolve2d(&image, mask, &options)
+    } else {
+        engine.correlate2d(&image, mask, &options)
+    };
+    engine.set_device_memory_limit(None);
+    let what = format!(
+        "{kernel} {mode:?} {}x{} mask over {ROWS}x{width}x{channels}, bands of {band_rows} rows, \
+         convolve {convolve}",
+        mask.nrows(),
+        mask.ncols()
+    );
+    let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+    expected2d(image.view(), mask.view(), &options, convolve).check(got.view(), &what);
+}
+
+/// Every 2D kernel family and boundary mode, masks shorter and taller than a band.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn images_in_bands_match_the_reference() {
+    let (mut rng, seed) = rng("bands 2d");
+    let engine = Engine::new().expect("GPU");
+    let hopper = has_tensor_copies();
+    let mut runs = 0;
+    for mode in MODES {
+        for band_rows in [3, 11] {
+            // The textbook designs and Auto, general masks up to 31 rows.
+            for kernel in [Kernel::Auto].into_iter().chain(Kernel::TEXTBOOK) {
+                for shape in [(3, 3), (5, 7), (31, 9)] {
+                    let mask = random_mask(&mut rng, shape);
+                    let channels = [1, 3][runs % 2];
+                    check_capped2d(
+                        &engine,
+                        &mut rng,
+                        &mask,
+                        (kernel, mode, channels),
+                        band_rows,
+                    );
+                    runs += 1;
+                }
+            }
+            // Register-tiled: streaming (square 3..9) and wide (9..31 wide, any height).
+            for (shape, channels) in [((5, 5), 1), ((9, 9), 3), ((17, 9), 4), ((7, 31), 1)] {
+                let mask = random_mask(&mut rng, shape);
+                let family = (Kernel::RegisterTiled, mode, channels);
+                check_capped2d(&engine, &mut rng, &mask, family, band_rows);
+                runs += 1;
+            }
+            // Separable: the wide kernels (square) and the general one.
+            for (shape, channels) in [((5, 5), 1), ((17, 17), 3), ((9, 4), 1), ((25, 3), 4)] {
+                let mask = random_separable_mask(&mut rng, shape);
+                let family = (Kernel::Separable, mode, channels);
+                check_capped2d(&engine, &mut rng, &mask, family, band_rows);
+                runs += 1;
+            }
+            // The tensor-copy designs serve the zero border only.
+            if hopper && mode == BoundaryMode::Constant(0.0) {
+                let mask = random_separable_mask(&mut rng, (15, 15));
+                let family = (Kernel::SeparableTma, mode, 1);
+                check_capped2d(&engine, &mut rng, &mask, family, band_rows);
+                for (size, channels) in [(5, 3), (9, 1)] {
+                    let mask = random_mask(&mut rng, (size, size));
+                    let family = (Kernel::RegisterTiledTma, mode, channels);
+                    check_capped2d(&engine, &mut rng, &mask, family, band_rows);
+                }
+                runs += 3;
+            }
+        }
+    }
+    eprintln!("bands 2d: {runs} runs matched the reference (seed {seed})");
+}
+
+/// 1D signals in chunks: every mode, the textbook designs and the register-tiled one, masks
+/// shorter and longer than a chunk.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn signals_in_chunks_match_the_reference() {
+    let (mut rng, seed) = rng("bands 1d");
+    let engine = Engine::new().expect("GPU");
+    let mut runs = 0;
+    for mode in MODES {
+        for (taps, chunk) in [(3, 40), (7, 5), (31, 100), (31, 9), (15, 1)] {
+            for kernel in [Kernel::Auto, Kernel::RegisterTiled]
+                .into_iter()
+                .chain(Kernel::TEXTBOOK)
+            {
+                let len = rng.random_range(200..3000);
+                let input = random_vec(&mut rng, len);
+                let mask = random_vec(&mut rng, taps);
+                let convolve = rng.random_bool(0.5);
+                let options = Conv1dOptions {
+                    mode,
+                    kernel,
+                    origin: random_origin(&mut rng, taps, convolve),
+                    ..Default::default()
+                };
+                engine.set_device_memory_limit(Some(2 * 4 * (chunk + taps - 1) + 4 * taps));
+                let got = if convolve {
+                    engine.convolve1d(&input, &mask, &options)
+                } else {
+                    engine.correlate1d(&input, &mask, &options)
+                };
+                engine.set_device_memory_limit(None);
+                let what = format!(
+                    "{kernel} {mode:?} {taps} taps over {len}, chunks of {chunk}, convolve {convolve}"
+                );
+                let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
+                expected1d(input.view(), mask.view(), &options, convolve).check(got.view(), &what);
+                runs += 1;
+            }
+        }
+    }
+    eprintln!("bands 1d: {runs} runs matched the reference (seed {seed})");
+}
