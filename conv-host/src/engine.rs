@@ -89,6 +89,7 @@ impl Engine {
             reason: e.to_string(),
         })?;
         let info = device_info(&context)?;
+        keep_pool_memory(&context);
         let stream = context
             .new_stream()
             .context(|| "creating a stream".into())?;
@@ -293,6 +294,34 @@ impl Engine {
             context,
             source: error,
         }
+    }
+}
+
+/// Keeps the device's stream-ordered memory pool (which `cudarc` allocates from) from returning
+/// freed memory to the driver at each synchronisation, so device arrays and staging buffers of
+/// a recurring size are reused rather than allocated again. Best effort: a device without
+/// memory pools allocates as before.
+fn keep_pool_memory(context: &Arc<CudaContext>) {
+    use cudarc::driver::sys::{
+        CUmemPool_attribute, CUmemoryPool, cuDeviceGetDefaultMemPool, cuMemPoolSetAttribute,
+    };
+    if context.bind_to_thread().is_err() {
+        return;
+    }
+    let mut pool: CUmemoryPool = std::ptr::null_mut();
+    // SAFETY: `pool` is a valid out-pointer; the device handle comes from the live context.
+    let found = unsafe { cuDeviceGetDefaultMemPool(&mut pool, context.cu_device()) };
+    if found.result().is_ok() && !pool.is_null() {
+        let mut threshold = u64::MAX;
+        // SAFETY: the release threshold attribute takes a pointer to a u64, which `threshold`
+        // is, alive for the call.
+        let _ = unsafe {
+            cuMemPoolSetAttribute(
+                pool,
+                CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut threshold as *mut u64).cast(),
+            )
+        };
     }
 }
 

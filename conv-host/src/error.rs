@@ -62,6 +62,14 @@ pub enum ConvError {
         /// Bytes asked for.
         requested: usize,
     },
+    /// A device array given to an engine of another GPU.
+    #[error("the array lives on device {array}, the engine runs on device {engine}")]
+    DeviceMismatch {
+        /// The engine's device ordinal.
+        engine: usize,
+        /// The array's device ordinal.
+        array: usize,
+    },
     /// The mask has no taps.
     #[error("the mask is empty")]
     EmptyMask,

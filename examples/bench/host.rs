@@ -116,7 +116,59 @@ impl Bench<'_> {
             lines.push(line);
         }
         self.engine.set_device_memory_limit(None);
+        lines.push(self.device_chain()?);
         Ok(lines)
+    }
+
+    /// Ten 5 x 5 filters chained on a device-resident 8192^2 image (`correlate2d_device`
+    /// between two device arrays, one wait at the end) against ten times the kernel's median
+    /// time on the same image.
+    fn device_chain(&mut self) -> Result<String, String> {
+        const FILTERS: usize = 10;
+        let engine = self.engine;
+        let image = Array2::from_shape_vec(
+            (8192, 8192),
+            random_parallel(self.rng.random(), 8192 * 8192),
+        )
+        .map_err(|e| e.to_string())?;
+        let mask = Array2::from_shape_vec((5, 5), random_vec(&mut self.rng, 25))
+            .map_err(|e| e.to_string())?;
+        let options = Conv2dOptions::default();
+        let fail = |e: conv_host::ConvError| format!("device chain: {e}");
+        let (_, kernel) = engine
+            .time_correlate2d(&image, &mask, &options, 20)
+            .map_err(fail)?;
+        let kernel = median(kernel);
+        let mut a = engine.upload(&image).map_err(fail)?;
+        let mut b = engine.alloc_device(image.raw_dim()).map_err(fail)?;
+        let mut times = Vec::with_capacity(RUNS);
+        for run in 0..WARMUP + RUNS {
+            let start = Instant::now();
+            for step in 0..FILTERS {
+                let (from, to) = if step % 2 == 0 {
+                    (&a, &mut b)
+                } else {
+                    (&b, &mut a)
+                };
+                engine
+                    .correlate2d_device(from, &mask, &options, to)
+                    .map_err(fail)?;
+            }
+            engine.synchronize().map_err(fail)?;
+            if run >= WARMUP {
+                times.push(start.elapsed().as_secs_f32() * 1e3);
+            }
+        }
+        let chain = median(times);
+        let sum = FILTERS as f64 * kernel;
+        println!(
+            "\n{FILTERS} 5x5 filters chained on a device-resident 8192^2 image: {chain:.3} ms, {:.3} x the sum of their kernel times ({sum:.3} ms)",
+            chain / sum
+        );
+        Ok(format!(
+            "device chain 10x 8192^2 5x5,{chain:.4},{sum:.4},{:.3},{kernel:.4},,,,,,,,,",
+            chain / sum
+        ))
     }
 
     fn host_case(&mut self, case: &HostCase) -> Result<String, String> {

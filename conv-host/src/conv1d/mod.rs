@@ -2,6 +2,7 @@
 //! One module per design family, as in `conv-kernels/src/conv1d/`.
 
 mod bands;
+mod device;
 pub(crate) mod reference;
 mod register_tiled;
 mod textbook;

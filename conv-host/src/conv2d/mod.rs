@@ -16,6 +16,7 @@ macro_rules! entry_point_table {
 
 mod auto;
 mod bands;
+mod device;
 mod launch;
 pub(crate) mod reference;
 mod register_tiled;
@@ -36,6 +37,7 @@ pub use separable::SEPARABLE_TOLERANCE;
 pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;
 
 use crate::abi::Conv2dParams;
+use crate::device_array::DeviceDim;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, pack_pitched, try_zeros, unpack_pitched};
@@ -44,15 +46,11 @@ use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan};
 use cudarc::driver::DeviceRepr;
 use launch::ImageShape;
-use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix2, Ix3, RemoveAxis, s};
+use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Ix2, Ix3, s};
 
 // SAFETY: `Conv2dParams` is `repr(C)`, `Copy`, plain integers and floats, declared identically
 // by the kernels (same source file).
 unsafe impl DeviceRepr for Conv2dParams {}
-
-/// Row alignment of device images, in elements: 32 `f32` = 128 bytes, so every row starts on a
-/// memory-transaction boundary (the textbook's padded format, Fig. 7.15).
-const PITCH_ALIGNMENT: usize = 32;
 
 mod sealed {
     pub trait Sealed {}
@@ -62,7 +60,7 @@ mod sealed {
 
 /// The array shapes the 2D operations take: `Ix2` (`H x W`, one channel) and `Ix3`
 /// (`H x W x C`, interleaved channels such as RGB or RGBA).
-pub trait ImageDim: Dimension + RemoveAxis + sealed::Sealed {
+pub trait ImageDim: DeviceDim + sealed::Sealed {
     /// `(height, width, channels)` of an array of this shape.
     fn image_shape(shape: &[usize]) -> (usize, usize, usize);
 }
@@ -320,7 +318,7 @@ impl Engine {
         if image.is_empty() {
             return Ok(Vec::new());
         }
-        let pitch = (width * channels).next_multiple_of(PITCH_ALIGNMENT);
+        let pitch = <D as DeviceDim>::pitch(width * channels);
         let shape = ImageShape {
             height,
             width,

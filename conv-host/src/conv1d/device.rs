@@ -1,0 +1,101 @@
+//! 1D operations on device arrays: the planned kernel enqueued on the engine's stream, from one
+//! device signal into another, without a host copy or a wait.
+
+use super::{Conv1dOptions, grid1d, orient};
+use crate::device_array::DeviceArray;
+use crate::engine::Engine;
+use crate::error::{ConvError, Result};
+use crate::layout::row_major;
+use crate::plan::Launch;
+use cudarc::driver::PushKernelArg;
+use ndarray::{ArrayBase, Data, Ix1};
+
+impl Engine {
+    /// [`Engine::correlate1d`] from one device signal into another of the same length,
+    /// enqueued on the engine's stream as [`Engine::correlate2d_device`] is.
+    ///
+    /// # Errors
+    /// As [`Engine::correlate1d`] for the mask and options, [`ConvError::ShapeMismatch`],
+    /// [`ConvError::DeviceMismatch`]. A kernel fault shows at the next wait.
+    pub fn correlate1d_device<T: Data<Elem = f32>>(
+        &self,
+        input: &DeviceArray<Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+        output: &mut DeviceArray<Ix1>,
+    ) -> Result<()> {
+        self.filter1d_device(input, mask, options, false, output)
+    }
+
+    /// [`Engine::convolve1d`] on device signals, as [`Engine::correlate1d_device`].
+    ///
+    /// # Errors
+    /// As [`Engine::correlate1d_device`].
+    pub fn convolve1d_device<T: Data<Elem = f32>>(
+        &self,
+        input: &DeviceArray<Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+        output: &mut DeviceArray<Ix1>,
+    ) -> Result<()> {
+        self.filter1d_device(input, mask, options, true, output)
+    }
+
+    fn filter1d_device<T: Data<Elem = f32>>(
+        &self,
+        input: &DeviceArray<Ix1>,
+        mask: &ArrayBase<T, Ix1>,
+        options: &Conv1dOptions,
+        flip: bool,
+        output: &mut DeviceArray<Ix1>,
+    ) -> Result<()> {
+        self.check_device(input)?;
+        self.check_device(output)?;
+        if input.shape() != output.shape() {
+            return Err(ConvError::ShapeMismatch {
+                expected: input.shape().to_vec(),
+                actual: output.shape().to_vec(),
+            });
+        }
+        let taps = orient(&row_major(mask), options.origin, flip)?;
+        let len = input.len();
+        let plan = self.plan1d(len, taps.values.len(), options)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, 1)?;
+        if len == 0 {
+            return Ok(());
+        }
+        if len > i64::MAX as usize / 2 {
+            return Err(ConvError::TooLarge { len });
+        }
+        let session = self.session()?;
+        let device_mask = if plan.mask_in_constant_memory {
+            session.set_constant_mask(plan.entry_point, &taps.values)?;
+            None
+        } else {
+            Some(session.upload(&taps.values)?)
+        };
+        let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
+        let max_grid = u64::from(self.device().max_grid_dim.0).max(1);
+        let mut offset = 0;
+        while offset < blocks {
+            let count = (blocks - offset).min(max_grid);
+            let (config, params) = grid1d(launch, len, &taps, offset, count);
+            // SAFETY: the grid meets the conv1d kernels' contract (`grid1d`): both signals hold
+            // `len` elements (same shape, checked above; distinct allocations, as `&mut` makes
+            // them, 16-byte aligned), the mask is in MASK or `device_mask`, written on this
+            // stream before.
+            unsafe {
+                session.launch_async(&self.stream, plan.entry_point, config, |args| {
+                    args.arg(&input.data);
+                    if let Some(mask) = &device_mask {
+                        args.arg(mask);
+                    }
+                    args.arg(&mut output.data);
+                    args.arg(&params);
+                })?;
+            }
+            offset += count;
+        }
+        Ok(())
+    }
+}

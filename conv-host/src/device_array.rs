@@ -1,0 +1,382 @@
+//! Arrays that stay on the GPU: uploaded once, filtered any number of times by the `_device`
+//! operations without touching the host, downloaded at the end.
+//!
+//! The `_device` operations enqueue their kernels on the engine's stream and return at once;
+//! [`Engine::download`], [`Engine::download_into`] and [`Engine::synchronize`] wait for them.
+//! Device memory comes from the device's stream-ordered pool, which the engine keeps from
+//! returning freed blocks to the driver, so arrays of a recurring size cost no allocation.
+
+use crate::engine::Engine;
+use crate::error::{ConvError, DriverContext, Result};
+use crate::layout::try_zeros;
+use crate::pipeline::plan_bands;
+use crate::staging::memory_error;
+use cudarc::driver::{CudaSlice, DevicePtrMut};
+use ndarray::{
+    Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, RemoveAxis, Slice,
+};
+use rayon::prelude::*;
+
+/// Rows of device images start on 128-byte boundaries, so every row starts on a memory
+/// transaction (the textbook's padded format, Fig. 7.15).
+pub(crate) const PITCH_ALIGNMENT: usize = 32;
+
+/// Elements a staged copy of a device array moves per band (32 MiB).
+const COPY_BAND_ELEMENTS: usize = 8 << 20;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for ndarray::Ix1 {}
+    impl Sealed for ndarray::Ix2 {}
+    impl Sealed for ndarray::Ix3 {}
+}
+
+/// The shapes a [`DeviceArray`] takes: a signal (`Ix1`), an image `H x W` (`Ix2`) or an image
+/// `H x W x C` with interleaved channels (`Ix3`).
+pub trait DeviceDim: Dimension + RemoveAxis + sealed::Sealed {
+    /// Rows and elements per row of an array of this shape on the device (a signal is rows of
+    /// one element).
+    fn rows_and_row_len(shape: &[usize]) -> (usize, usize);
+    /// Elements from one row's start to the next on the device.
+    fn pitch(row_len: usize) -> usize {
+        row_len.next_multiple_of(PITCH_ALIGNMENT)
+    }
+}
+
+impl DeviceDim for Ix1 {
+    fn rows_and_row_len(shape: &[usize]) -> (usize, usize) {
+        (shape[0], 1)
+    }
+    fn pitch(_row_len: usize) -> usize {
+        1
+    }
+}
+
+impl DeviceDim for Ix2 {
+    fn rows_and_row_len(shape: &[usize]) -> (usize, usize) {
+        (shape[0], shape[1])
+    }
+}
+
+impl DeviceDim for Ix3 {
+    fn rows_and_row_len(shape: &[usize]) -> (usize, usize) {
+        (shape[0], shape[1] * shape[2])
+    }
+}
+
+/// An `f32` array in the device memory of one GPU, in the layout the kernels read: a signal
+/// contiguous, an image in rows of `pitch` elements. Create it with [`Engine::upload`] or
+/// [`Engine::alloc_device`]; read it back with [`Engine::download`].
+///
+/// ```no_run
+/// use conv_host::{Conv2dOptions, Engine, masks};
+/// let engine = Engine::new()?;
+/// let image = ndarray::Array2::<f32>::ones((1080, 1920));
+/// let mut a = engine.upload(&image)?;
+/// let mut b = engine.alloc_device(image.raw_dim())?;
+/// let options = Conv2dOptions::default();
+/// engine.correlate2d_device(&a, &masks::box2d(5, 5)?, &options, &mut b)?;   // returns at once
+/// engine.correlate2d_device(&b, &masks::sharpen(), &options, &mut a)?;       // never on the host
+/// let result = engine.download(&a)?;                                         // waits
+/// # Ok::<(), conv_host::ConvError>(())
+/// ```
+pub struct DeviceArray<D: DeviceDim> {
+    pub(crate) data: CudaSlice<f32>,
+    dim: D,
+    pub(crate) pitch: usize,
+    ordinal: usize,
+}
+
+impl<D: DeviceDim> std::fmt::Debug for DeviceArray<D> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceArray")
+            .field("shape", &self.shape())
+            .field("device", &self.ordinal)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: DeviceDim> DeviceArray<D> {
+    /// The array's shape.
+    pub fn shape(&self) -> &[usize] {
+        self.dim.slice()
+    }
+
+    /// The array's shape, as a dimension.
+    pub fn raw_dim(&self) -> D {
+        self.dim.clone()
+    }
+
+    /// Elements (without the row padding).
+    pub fn len(&self) -> usize {
+        self.dim.size()
+    }
+
+    /// Whether the array has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The ordinal of the GPU that holds the array.
+    pub fn device_ordinal(&self) -> usize {
+        self.ordinal
+    }
+
+    /// Rows, elements per row and pitch.
+    pub(crate) fn layout(&self) -> (usize, usize, usize) {
+        let (rows, row_len) = D::rows_and_row_len(self.shape());
+        (rows, row_len, self.pitch)
+    }
+}
+
+impl Engine {
+    /// [`ConvError::DeviceMismatch`] unless `array` lives on this engine's GPU.
+    pub(crate) fn check_device<D: DeviceDim>(&self, array: &DeviceArray<D>) -> Result<()> {
+        if array.ordinal == self.device().ordinal {
+            Ok(())
+        } else {
+            Err(ConvError::DeviceMismatch {
+                engine: self.device().ordinal,
+                array: array.ordinal,
+            })
+        }
+    }
+
+    /// A device array of `dim`, every element 0.
+    ///
+    /// # Errors
+    /// [`ConvError::OutOfMemory`], [`ConvError::Driver`].
+    pub fn alloc_device<D: DeviceDim>(&self, dim: D) -> Result<DeviceArray<D>> {
+        let (rows, row_len) = D::rows_and_row_len(dim.slice());
+        let pitch = D::pitch(row_len);
+        let elements = rows
+            .checked_mul(pitch)
+            .ok_or(ConvError::TooLarge { len: usize::MAX })?;
+        let session = self.session()?;
+        let stream = &self.stream;
+        // SAFETY: the buffer is zeroed below, in stream order, before any use.
+        let mut data = unsafe { stream.alloc::<f32>(elements.max(1)) }.map_err(|error| {
+            memory_error(&self.context, error, elements * size_of::<f32>(), "array")
+        })?;
+        {
+            let (pointer, _record) = data.device_ptr_mut(stream);
+            // SAFETY: `pointer` addresses `elements.max(1) * 4` bytes of `data`, on `stream`.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(
+                    pointer,
+                    0,
+                    elements.max(1) * size_of::<f32>(),
+                    stream.cu_stream(),
+                )
+            }
+            .context(|| "zeroing a device array".into())?;
+        }
+        drop(session);
+        Ok(DeviceArray {
+            data,
+            dim,
+            pitch,
+            ordinal: self.device().ordinal,
+        })
+    }
+
+    /// Copies `array` (any layout, views included) to a new device array, through the
+    /// engine's page-locked staging buffers in bands of 32 MiB. Returns when the copy is done:
+    /// `array` may change afterwards.
+    ///
+    /// # Errors
+    /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
+    pub fn upload<S, D>(&self, array: &ArrayBase<S, D>) -> Result<DeviceArray<D>>
+    where
+        S: Data<Elem = f32>,
+        D: DeviceDim,
+    {
+        let mut target = self.alloc_device(array.raw_dim())?;
+        let (rows, row_len, pitch) = target.layout();
+        if rows * row_len == 0 {
+            return Ok(target);
+        }
+        let view = array.view();
+        let mut session = self.session()?;
+        let (bands, slots, elements) =
+            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3)?;
+        let mut slots = session.take_slots(slots, elements)?;
+        let count = slots.len();
+        let result = (|| {
+            for (i, band) in bands.iter().enumerate() {
+                let slot = &mut slots[i % count];
+                if i >= count {
+                    session.finish(&slot.stream, || "uploading an array".into())?;
+                }
+                let buffer = &mut slot.upload.as_mut_slice()[..band.output.len() * pitch];
+                pack_rows(&view, band.output.clone(), row_len, pitch, buffer);
+                let range = band.output.start * pitch..band.output.end * pitch;
+                slot.stream
+                    .memcpy_htod(&*buffer, &mut target.data.slice_mut(range))
+                    .context(|| "uploading an array".into())?;
+            }
+            for slot in slots.iter() {
+                session.finish(&slot.stream, || "uploading an array".into())?;
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            for slot in slots.iter() {
+                let _ = slot.stream.synchronize();
+            }
+        }
+        session.return_slots(slots);
+        result.map(|()| target)
+    }
+
+    /// Copies `array` back into a new host array, once the work enqueued on it is done.
+    ///
+    /// # Errors
+    /// As [`Engine::download_into`], and [`ConvError::HostOutOfMemory`].
+    pub fn download<D: DeviceDim>(&self, array: &DeviceArray<D>) -> Result<Array<f32, D>> {
+        let mut output = try_zeros(array.raw_dim())?;
+        self.download_into(array, output.view_mut())?;
+        Ok(output)
+    }
+
+    /// Copies `array` back into `output` (a view of its shape), once the work enqueued on it
+    /// is done.
+    ///
+    /// # Errors
+    /// [`ConvError::ShapeMismatch`], [`ConvError::DeviceMismatch`], [`ConvError::Driver`], a
+    /// kernel fault of the work enqueued before.
+    pub fn download_into<D: DeviceDim>(
+        &self,
+        array: &DeviceArray<D>,
+        mut output: ArrayViewMut<'_, f32, D>,
+    ) -> Result<()> {
+        self.check_device(array)?;
+        if output.shape() != array.shape() {
+            return Err(ConvError::ShapeMismatch {
+                expected: array.shape().to_vec(),
+                actual: output.shape().to_vec(),
+            });
+        }
+        let (rows, row_len, pitch) = array.layout();
+        if rows * row_len == 0 {
+            return Ok(());
+        }
+        let mut session = self.session()?;
+        let (bands, slots, elements) =
+            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3)?;
+        let mut slots = session.take_slots(slots, elements)?;
+        let count = slots.len();
+        let describe = || "downloading an array (or the work enqueued before)".to_string();
+        let result = (|| {
+            let mut unpack = |band: &crate::pipeline::Band, slot: &crate::staging::Slot| {
+                let source = &slot.download.as_slice()[..band.output.len() * pitch];
+                unpack_rows(&mut output, band.output.clone(), row_len, pitch, source);
+            };
+            for (i, band) in bands.iter().enumerate() {
+                if i >= count {
+                    let slot = &slots[i % count];
+                    session.finish(&slot.stream, describe)?;
+                    unpack(&bands[i - count], slot);
+                }
+                let slot = &mut slots[i % count];
+                let range = band.output.start * pitch..band.output.end * pitch;
+                let len = range.len();
+                slot.stream
+                    .memcpy_dtoh(
+                        &array.data.slice(range),
+                        &mut slot.download.as_mut_slice()[..len],
+                    )
+                    .context(describe)?;
+            }
+            let first = bands.len().saturating_sub(count);
+            for (i, band) in bands.iter().enumerate().skip(first) {
+                let slot = &slots[i % count];
+                session.finish(&slot.stream, describe)?;
+                unpack(band, slot);
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            for slot in slots.iter() {
+                let _ = slot.stream.synchronize();
+            }
+        }
+        session.return_slots(slots);
+        result
+    }
+
+    /// Waits until every `_device` operation enqueued on this engine is done.
+    ///
+    /// # Errors
+    /// A kernel fault of that work ([`ConvError::Driver`], then [`ConvError::ContextLost`]).
+    pub fn synchronize(&self) -> Result<()> {
+        let session = self.session()?;
+        session.finish(&self.stream, || {
+            "the device operations enqueued on the engine".into()
+        })
+    }
+}
+
+/// Packs rows `rows` of `view` (`row_len` elements each, in logical order) into `buffer`, rows
+/// `pitch` apart.
+fn pack_rows<D: DeviceDim>(
+    view: &ndarray::ArrayView<'_, f32, D>,
+    rows: std::ops::Range<usize>,
+    row_len: usize,
+    pitch: usize,
+    buffer: &mut [f32],
+) {
+    if D::NDIM == Some(1) {
+        let source = view.slice_axis(Axis(0), Slice::from(rows));
+        match source.as_slice() {
+            Some(slice) => buffer.copy_from_slice(slice),
+            None => buffer
+                .iter_mut()
+                .zip(source.iter())
+                .for_each(|(b, &v)| *b = v),
+        }
+        return;
+    }
+    buffer
+        .par_chunks_mut(pitch)
+        .with_min_len(16)
+        .enumerate()
+        .for_each(|(r, destination)| {
+            let source = view.index_axis(Axis(0), rows.start + r);
+            let destination = &mut destination[..row_len];
+            match source.as_slice() {
+                Some(slice) => destination.copy_from_slice(slice),
+                None => destination
+                    .iter_mut()
+                    .zip(source.iter())
+                    .for_each(|(d, &v)| *d = v),
+            }
+        });
+}
+
+/// Unpacks rows `rows` of `output` from `buffer` (rows `pitch` apart).
+fn unpack_rows<D: DeviceDim>(
+    output: &mut ArrayViewMut<'_, f32, D>,
+    rows: std::ops::Range<usize>,
+    row_len: usize,
+    pitch: usize,
+    buffer: &[f32],
+) {
+    let mut target = output.slice_axis_mut(Axis(0), Slice::from(rows));
+    if D::NDIM == Some(1) {
+        match target.as_slice_mut() {
+            Some(slice) => slice.copy_from_slice(buffer),
+            None => target.iter_mut().zip(buffer).for_each(|(o, &v)| *o = v),
+        }
+        return;
+    }
+    target
+        .axis_iter_mut(Axis(0))
+        .into_par_iter()
+        .with_min_len(16)
+        .zip(buffer.par_chunks(pitch))
+        .for_each(|(mut row, source)| match row.as_slice_mut() {
+            Some(slice) => slice.copy_from_slice(&source[..row_len]),
+            None => row.iter_mut().zip(source).for_each(|(o, &v)| *o = v),
+        });
+}

@@ -1,0 +1,220 @@
+//! Device arrays: uploads and downloads of every shape and layout, chains of operations that
+//! stay on the GPU (against the host path, which runs the same kernels, and the f64
+//! reference), every kernel family through the `_device` operations, and their errors.
+
+mod common;
+
+use common::images::{random_array3, random_mask, random_separable_mask};
+use common::tensor_copy::has_tensor_copies;
+use common::{assert_engine_works, engine, expected1d, expected2d, random_vec, rng};
+use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Kernel, masks};
+use ndarray::{Array1, Array2, Array3, Axis, s};
+use rand::Rng;
+
+/// Uploads and downloads return the array exactly: signals and images, contiguous and strided,
+/// widths that are not multiples of the row alignment, and sizes that take several bands.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn uploads_and_downloads_round_trip() {
+    let (mut rng, seed) = rng("round trip");
+    for len in [1, 1000, 9 << 20] {
+        let signal = random_vec(&mut rng, len);
+        let device = engine().upload(&signal).unwrap();
+        assert_eq!(device.shape(), &[len]);
+        assert_eq!(engine().download(&device).unwrap(), signal, "{len}");
+    }
+    let reversed = random_vec(&mut rng, 777);
+    let device = engine().upload(&reversed.slice(s![..;-1])).unwrap();
+    assert_eq!(
+        engine().download(&device).unwrap(),
+        reversed.slice(s![..;-1])
+    );
+    for shape in [(1, 1, 1), (37, 53, 3), (3100, 2900, 1), (5, 700, 4)] {
+        let image = random_array3(&mut rng, shape);
+        let device = engine().upload(&image).unwrap();
+        assert_eq!(engine().download(&device).unwrap(), image, "{shape:?}");
+        let grey = image.index_axis(Axis(2), 0);
+        let device = engine().upload(&grey.t()).unwrap();
+        let mut back = Array2::zeros(grey.t().raw_dim());
+        engine().download_into(&device, back.view_mut()).unwrap();
+        assert_eq!(back, grey.t(), "{shape:?} transposed");
+    }
+    let zeros = engine().alloc_device(ndarray::Ix3(4, 5, 3)).unwrap();
+    assert_eq!(
+        engine().download(&zeros).unwrap(),
+        Array3::<f32>::zeros((4, 5, 3))
+    );
+    eprintln!("round trip: exact (seed {seed})");
+}
+
+/// Three operations chained on the GPU equal the same three through the host path (the same
+/// kernels on the same data), and the first equals the f64 reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn chained_operations_stay_on_the_gpu() {
+    let (mut rng, seed) = rng("chain");
+    for (shape, mode) in [
+        ((300, 257, 1), BoundaryMode::Reflect),
+        ((123, 77, 3), BoundaryMode::Wrap),
+        ((64, 1000, 4), BoundaryMode::Constant(0.0)),
+    ] {
+        let image = random_array3(&mut rng, shape);
+        let general = random_mask(&mut rng, (5, 7));
+        let rank_one = random_separable_mask(&mut rng, (9, 9));
+        let options = Conv2dOptions {
+            mode,
+            ..Default::default()
+        };
+        let input = engine().upload(&image).unwrap();
+        let mut a = engine().alloc_device(image.raw_dim()).unwrap();
+        let mut b = engine().alloc_device(image.raw_dim()).unwrap();
+        engine()
+            .correlate2d_device(&input, &general, &options, &mut a)
+            .unwrap();
+        engine()
+            .gaussian_filter_device(&a, 1.5, masks::DEFAULT_TRUNCATE, &options, &mut b)
+            .unwrap();
+        engine()
+            .convolve2d_device(&b, &rank_one, &options, &mut a)
+            .unwrap();
+        engine().synchronize().unwrap();
+        let chained = engine().download(&a).unwrap();
+        let first = engine().correlate2d(&image, &general, &options).unwrap();
+        let second = engine()
+            .gaussian_filter(&first, 1.5, masks::DEFAULT_TRUNCATE, &options)
+            .unwrap();
+        let third = engine().convolve2d(&second, &rank_one, &options).unwrap();
+        assert_eq!(chained, third, "{shape:?} {mode:?}");
+        expected2d(image.view(), general.view(), &options, false)
+            .check(first.view(), &format!("{shape:?} {mode:?} first step"));
+    }
+    let signal = random_vec(&mut rng, 100_003);
+    let mask = random_vec(&mut rng, 7);
+    let options = Conv1dOptions {
+        mode: BoundaryMode::Mirror,
+        ..Default::default()
+    };
+    let input = engine().upload(&signal).unwrap();
+    let mut a = engine().alloc_device(input.raw_dim()).unwrap();
+    let mut b = engine().alloc_device(input.raw_dim()).unwrap();
+    engine()
+        .correlate1d_device(&input, &mask, &options, &mut a)
+        .unwrap();
+    engine()
+        .convolve1d_device(&a, &mask, &options, &mut b)
+        .unwrap();
+    let chained = engine().download(&b).unwrap();
+    let first = engine().correlate1d(&signal, &mask, &options).unwrap();
+    assert_eq!(
+        chained,
+        engine().convolve1d(&first, &mask, &options).unwrap()
+    );
+    expected1d(signal.view(), mask.view(), &options, false).check(first.view(), "1d first step");
+    eprintln!("chain: equal to the host path (seed {seed})");
+}
+
+/// Every kernel family through the `_device` operations against the f64 reference.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_design_runs_on_device_arrays() {
+    let (mut rng, seed) = rng("device designs");
+    let mut cases: Vec<(Kernel, Array2<f32>, usize)> = Kernel::TEXTBOOK
+        .into_iter()
+        .map(|k| (k, random_mask(&mut rng, (5, 5)), 3))
+        .collect();
+    cases.push((Kernel::RegisterTiled, random_mask(&mut rng, (5, 5)), 1));
+    cases.push((Kernel::RegisterTiled, random_mask(&mut rng, (3, 13)), 4));
+    cases.push((
+        Kernel::Separable,
+        random_separable_mask(&mut rng, (7, 7)),
+        3,
+    ));
+    cases.push((
+        Kernel::Separable,
+        random_separable_mask(&mut rng, (5, 3)),
+        1,
+    ));
+    if has_tensor_copies() {
+        cases.push((
+            Kernel::SeparableTma,
+            random_separable_mask(&mut rng, (9, 9)),
+            1,
+        ));
+        cases.push((Kernel::RegisterTiledTma, random_mask(&mut rng, (7, 7)), 3));
+    }
+    for (kernel, mask, channels) in cases {
+        let shape = (rng.random_range(1..300), rng.random_range(1..300), channels);
+        let image = random_array3(&mut rng, shape);
+        let options = Conv2dOptions {
+            kernel,
+            ..Default::default()
+        };
+        let input = engine().upload(&image).unwrap();
+        let mut output = engine().alloc_device(image.raw_dim()).unwrap();
+        engine()
+            .correlate2d_device(&input, &mask, &options, &mut output)
+            .unwrap_or_else(|e| panic!("{kernel}: {e}"));
+        let got = engine().download(&output).unwrap();
+        expected2d(image.view(), mask.view(), &options, false)
+            .check(got.view(), &format!("{kernel} {shape:?}"));
+    }
+    for kernel in [Kernel::RegisterTiled, Kernel::Tiled] {
+        let len = rng.random_range(1..50_000);
+        let signal = random_vec(&mut rng, len);
+        let mask = random_vec(&mut rng, 15);
+        let options = Conv1dOptions {
+            kernel,
+            mode: BoundaryMode::Nearest,
+            ..Default::default()
+        };
+        let input = engine().upload(&signal).unwrap();
+        let mut output = engine().alloc_device(input.raw_dim()).unwrap();
+        engine()
+            .convolve1d_device(&input, &mask, &options, &mut output)
+            .unwrap();
+        let got = engine().download(&output).unwrap();
+        expected1d(signal.view(), mask.view(), &options, true)
+            .check(got.view(), &format!("1d {kernel}"));
+    }
+    eprintln!("device designs: matched the reference (seed {seed})");
+}
+
+/// Shape mismatches are typed errors, and the engine and the arrays stay usable.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_array_errors_are_typed() {
+    let image = Array2::<f32>::ones((10, 20));
+    let input = engine().upload(&image).unwrap();
+    let mut wrong = engine().alloc_device(ndarray::Ix2(20, 10)).unwrap();
+    assert!(matches!(
+        engine().correlate2d_device(&input, &masks::sharpen(), &Default::default(), &mut wrong),
+        Err(ConvError::ShapeMismatch { .. })
+    ));
+    let mut small = Array2::<f32>::zeros((10, 19));
+    assert!(matches!(
+        engine().download_into(&input, small.view_mut()),
+        Err(ConvError::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        engine().correlate2d_device(
+            &input,
+            &Array2::zeros((0, 3)),
+            &Default::default(),
+            &mut wrong
+        ),
+        Err(ConvError::EmptyMask)
+    ));
+    let mut output = engine().alloc_device(image.raw_dim()).unwrap();
+    let sharpen = masks::sharpen();
+    engine()
+        .correlate2d_device(&input, &sharpen, &Default::default(), &mut output)
+        .unwrap();
+    let host = engine()
+        .correlate2d(&image, &sharpen, &Default::default())
+        .unwrap();
+    assert_eq!(engine().download(&output).unwrap(), host);
+    let empty = engine().upload(&Array1::<f32>::zeros(0)).unwrap();
+    assert!(empty.is_empty());
+    assert_eq!(engine().download(&empty).unwrap().len(), 0);
+    assert_engine_works();
+}
