@@ -195,16 +195,17 @@ fn device_array_errors_are_typed() {
         engine().download_into(&input, small.view_mut()),
         Err(ConvError::ShapeMismatch { .. })
     ));
+    // The shape is checked first; a well-shaped output gets the mask's own error.
+    let mut output = engine().alloc_device(image.raw_dim()).unwrap();
     assert!(matches!(
         engine().correlate2d_device(
             &input,
             &Array2::zeros((0, 3)),
             &Default::default(),
-            &mut wrong
+            &mut output
         ),
         Err(ConvError::EmptyMask)
     ));
-    let mut output = engine().alloc_device(image.raw_dim()).unwrap();
     let sharpen = masks::sharpen();
     engine()
         .correlate2d_device(&input, &sharpen, &Default::default(), &mut output)

@@ -66,7 +66,7 @@ fn cases() -> Vec<HostCase> {
         case("2d 512^2x3 5x5", 512, 512, 3, (5, 5), false),
         HostCase {
             memory_cap: Some(4 << 30),
-            ..case("2d 16GiB 5x5, 4GiB cap", 65536, 65536, 1, (5, 5), false)
+            ..case("2d 16GiB 5x5 4GiB-cap", 65536, 65536, 1, (5, 5), false)
         },
     ]
 }
