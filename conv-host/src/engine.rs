@@ -3,17 +3,13 @@
 
 use crate::device::{DeviceInfo, device_info};
 use crate::error::{ConvError, DriverContext, Result};
-use crate::pipeline::HostTimes;
-use crate::session::Session;
-use crate::staging::Staging;
+use crate::staging::{HostTimes, Staging};
 use cudarc::driver::sys::{CUfunction_attribute, CUresult};
-use cudarc::driver::{
-    CudaContext, CudaFunction, CudaModule, CudaStream, DriverError, LaunchConfig,
-};
+use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
 use cudarc::nvrtc::Ptx;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// A CUDA context on one device, its convolution kernels, and one stream.
 ///
@@ -235,33 +231,14 @@ impl Engine {
         }
     }
 
-    /// Launches the diagnostic kernel that faults on purpose, to test fault handling.
-    /// The CUDA context of this process is unusable afterwards.
-    ///
-    /// # Errors
-    /// Always: the fault, as [`ConvError::Driver`] naming the kernel.
-    #[doc(hidden)]
-    pub fn inject_fault_for_testing(&self) -> Result<()> {
-        let session = self.session()?;
-        let config = LaunchConfig {
-            grid_dim: (1, 1, 1),
-            block_dim: (1, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: `diagnostic_trap` takes no arguments and one thread; faulting is its purpose,
-        // and the engine records the fault instead of using the context afterwards.
-        unsafe { session.launch("diagnostic_trap", config, |_| {}) }
-    }
-
-    /// Exclusive use of the stream and the constant-memory mask for one operation.
-    pub(crate) fn session(&self) -> Result<Session<'_>> {
+    /// Exclusive use of the engine's stream, constant-memory mask and staging for one call.
+    pub(crate) fn lock_staging(&self) -> Result<MutexGuard<'_, Staging>> {
         self.check_fault()?;
         // A panic elsewhere while holding the lock leaves no state behind that needs repair.
-        let guard = self
+        Ok(self
             .exclusive
             .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        Ok(Session::new(self, guard))
+            .unwrap_or_else(|poisoned| poisoned.into_inner()))
     }
 }
 
@@ -322,77 +299,5 @@ fn keep_pool_memory(context: &Arc<CudaContext>) {
                 (&mut threshold as *mut u64).cast(),
             )
         };
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use crate::kernels::{ENTRY_RANGES, HOPPER_ENTRY_RANGES};
-
-    /// The kernels the host launches by a fixed name.
-    const KERNEL_NAMES: &[&str] = &[
-        "diagnostic_trap",
-        "sm_copy",
-        "conv1d_basic",
-        "conv1d_constant_mask",
-        "conv1d_tiled",
-        "conv1d_tiled_global_mask",
-        "conv1d_tiled_l2",
-        "conv1d_tiled_l2_global_mask",
-        "conv2d_basic",
-        "conv2d_constant_mask",
-        "conv2d_tiled",
-        "conv2d_tiled_global_mask",
-        "conv2d_tiled_l2",
-        "conv2d_tiled_l2_global_mask",
-        "conv2d_separable",
-    ];
-
-    /// Every kernel the host may launch is in the PTX, so that loading it on first use can
-    /// only fail for reasons of the driver's.
-    #[test]
-    fn every_kernel_the_host_names_is_in_the_ptx() {
-        let register_1d = crate::conv1d::REGISTER_ENTRY_POINTS_1D
-            .iter()
-            .map(|&(_, name)| name);
-        let specialised_2d = crate::conv2d::SEPARABLE_ENTRY_POINTS
-            .iter()
-            .chain(crate::conv2d::WIDE_ENTRY_POINTS)
-            .chain(crate::conv2d::STREAM_ENTRY_POINTS)
-            .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
-            .map(|&(_, _, name)| name);
-        let names: Vec<&str> = KERNEL_NAMES
-            .iter()
-            .copied()
-            .chain(register_1d)
-            .chain(specialised_2d)
-            .collect();
-        for name in &names {
-            assert!(
-                ENTRY_RANGES.iter().any(|&(entry, _, _)| entry == *name),
-                "{name}"
-            );
-        }
-        // And nothing in the PTX is left unlaunched.
-        assert_eq!(names.len(), ENTRY_RANGES.len());
-        // The same for the sm_90 PTX: the tensor-copy kernels.
-        let tensor_copies: Vec<&str> = crate::conv2d::SEPARABLE_TMA_ENTRY_POINTS
-            .iter()
-            .map(|&(_, name)| name)
-            .chain(
-                crate::conv2d::REGISTER_TILED_TMA_ENTRY_POINTS
-                    .iter()
-                    .map(|&(_, _, name)| name),
-            )
-            .collect();
-        for name in &tensor_copies {
-            assert!(
-                HOPPER_ENTRY_RANGES
-                    .iter()
-                    .any(|&(entry, _, _)| entry == *name),
-                "{name}"
-            );
-        }
-        assert_eq!(tensor_copies.len(), HOPPER_ENTRY_RANGES.len());
     }
 }

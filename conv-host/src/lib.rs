@@ -36,6 +36,8 @@ mod conv2d;
 mod device;
 mod device_array;
 mod engine;
+#[cfg(test)]
+mod entry_points_test;
 mod error;
 mod gaussian;
 mod kernels;
@@ -58,8 +60,8 @@ pub use device_array::{DeviceArray, DeviceDim};
 pub use engine::Engine;
 pub use error::{ConvError, Result};
 pub use options::{BoundaryMode, Clamp, Kernel};
-pub use pipeline::HostTimes;
 pub use plan::LaunchPlan;
+pub use staging::HostTimes;
 #[cfg(feature = "bench")]
 pub use timing::PinnedTransfers;
 

@@ -10,7 +10,7 @@
 
 use crate::error::{ConvError, Result};
 use crate::session::Session;
-use crate::staging::Slot;
+use crate::staging::{HostTimes, Slot};
 use std::ops::Range;
 use std::time::Instant;
 
@@ -97,23 +97,6 @@ pub(crate) trait BandWork: Sync {
     fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()>;
     /// Describes the band's work for an error message.
     fn describe(&self, band: &Band) -> String;
-}
-
-/// Where a host call's time went, in milliseconds of wall time on the calling thread.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct HostTimes {
-    /// From the call's start to its first band: planning, the mask's upload, the staging.
-    pub setup_ms: f32,
-    /// Packing the first band, alone (later bands pack while earlier ones unpack).
-    pub first_pack_ms: f32,
-    /// Packing and unpacking bands, the two side by side on the thread pool.
-    pub pack_unpack_ms: f32,
-    /// Waiting for the GPU: copies and kernels not yet done when the host needed their band.
-    pub wait_ms: f32,
-    /// Unpacking the last band, alone.
-    pub last_unpack_ms: f32,
-    /// Bands the input was split into.
-    pub bands: usize,
 }
 
 impl Session<'_> {

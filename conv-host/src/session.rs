@@ -33,6 +33,31 @@ pub(crate) struct Session<'e> {
     kernel_ms: Cell<Option<f32>>,
 }
 
+impl Engine {
+    /// Exclusive use of the stream, the constant-memory mask and the staging for one call.
+    pub(crate) fn session(&self) -> Result<Session<'_>> {
+        Ok(Session::new(self, self.lock_staging()?))
+    }
+
+    /// Launches the diagnostic kernel that faults on purpose, to test fault handling.
+    /// The CUDA context of this process is unusable afterwards.
+    ///
+    /// # Errors
+    /// Always: the fault, as [`ConvError::Driver`] naming the kernel.
+    #[doc(hidden)]
+    pub fn inject_fault_for_testing(&self) -> Result<()> {
+        let session = self.session()?;
+        let config = LaunchConfig {
+            grid_dim: (1, 1, 1),
+            block_dim: (1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: `diagnostic_trap` takes no arguments and one thread; faulting is its purpose,
+        // and the engine records the fault instead of using the context afterwards.
+        unsafe { session.launch("diagnostic_trap", config, |_| {}) }
+    }
+}
+
 impl<'e> Session<'e> {
     /// The session of `engine`, whose exclusive lock `guard` holds.
     pub(crate) fn new(engine: &'e Engine, staging: MutexGuard<'e, Staging>) -> Self {

@@ -1,5 +1,6 @@
 //! Buffers that stay with an engine between host calls: page-locked host memory for the copies
-//! and device memory for the kernels, one set per pipeline slot, each slot with its own stream.
+//! and device memory for the kernels, one set per pipeline slot, each slot with its own stream;
+//! and the record of where a host call's time went.
 //! A host call reuses them instead of allocating, and its copies run at the page-locked rate
 //! (pageable copies run several times slower and cannot overlap).
 
@@ -187,6 +188,23 @@ impl Staging {
     pub(crate) fn release(&mut self) {
         self.slots.clear();
     }
+}
+
+/// Where a host call's time went, in milliseconds of wall time on the calling thread.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct HostTimes {
+    /// From the call's start to its first band: planning, the mask's upload, the staging.
+    pub setup_ms: f32,
+    /// Packing the first band, alone (later bands pack while earlier ones unpack).
+    pub first_pack_ms: f32,
+    /// Packing and unpacking bands, the two side by side on the thread pool.
+    pub pack_unpack_ms: f32,
+    /// Waiting for the GPU: copies and kernels not yet done when the host needed their band.
+    pub wait_ms: f32,
+    /// Unpacking the last band, alone.
+    pub last_unpack_ms: f32,
+    /// Bands the input was split into.
+    pub bands: usize,
 }
 
 /// A device allocation error as the library reports it.

@@ -1,0 +1,70 @@
+//! The entry points the host names against the PTX the build embeds.
+
+use crate::kernels::{ENTRY_RANGES, HOPPER_ENTRY_RANGES};
+
+/// The kernels the host launches by a fixed name.
+const KERNEL_NAMES: &[&str] = &[
+    "diagnostic_trap",
+    "sm_copy",
+    "conv1d_basic",
+    "conv1d_constant_mask",
+    "conv1d_tiled",
+    "conv1d_tiled_global_mask",
+    "conv1d_tiled_l2",
+    "conv1d_tiled_l2_global_mask",
+    "conv2d_basic",
+    "conv2d_constant_mask",
+    "conv2d_tiled",
+    "conv2d_tiled_global_mask",
+    "conv2d_tiled_l2",
+    "conv2d_tiled_l2_global_mask",
+    "conv2d_separable",
+];
+
+/// Every kernel the host may launch is in the PTX, so that loading it on first use can
+/// only fail for reasons of the driver's.
+#[test]
+fn every_kernel_the_host_names_is_in_the_ptx() {
+    let register_1d = crate::conv1d::REGISTER_ENTRY_POINTS_1D
+        .iter()
+        .map(|&(_, name)| name);
+    let specialised_2d = crate::conv2d::SEPARABLE_ENTRY_POINTS
+        .iter()
+        .chain(crate::conv2d::WIDE_ENTRY_POINTS)
+        .chain(crate::conv2d::STREAM_ENTRY_POINTS)
+        .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
+        .map(|&(_, _, name)| name);
+    let names: Vec<&str> = KERNEL_NAMES
+        .iter()
+        .copied()
+        .chain(register_1d)
+        .chain(specialised_2d)
+        .collect();
+    for name in &names {
+        assert!(
+            ENTRY_RANGES.iter().any(|&(entry, _, _)| entry == *name),
+            "{name}"
+        );
+    }
+    // And nothing in the PTX is left unlaunched.
+    assert_eq!(names.len(), ENTRY_RANGES.len());
+    // The same for the sm_90 PTX: the tensor-copy kernels.
+    let tensor_copies: Vec<&str> = crate::conv2d::SEPARABLE_TMA_ENTRY_POINTS
+        .iter()
+        .map(|&(_, name)| name)
+        .chain(
+            crate::conv2d::REGISTER_TILED_TMA_ENTRY_POINTS
+                .iter()
+                .map(|&(_, _, name)| name),
+        )
+        .collect();
+    for name in &tensor_copies {
+        assert!(
+            HOPPER_ENTRY_RANGES
+                .iter()
+                .any(|&(entry, _, _)| entry == *name),
+            "{name}"
+        );
+    }
+    assert_eq!(tensor_copies.len(), HOPPER_ENTRY_RANGES.len());
+}
