@@ -182,9 +182,12 @@ fn blur_on_gpu(
 ) -> Result<Array3<f32>, ConvError> {
     let mask = gaussian2d(args.sigma, args.truncate)?;
     let plan = engine.plan2d(&mask, pixels.dim(), options)?;
-    engine.correlate2d(pixels, &mask, options)?; // warm-up
+    engine.correlate2d(pixels, &mask, options)?; // warm-up: loads the kernel, the staging
+    let start = Instant::now();
     let blurred = engine.correlate2d(pixels, &mask, options)?;
+    let call_ms = start.elapsed().as_secs_f64() * 1e3;
     let kernel_ms = engine.last_kernel_time_ms().unwrap_or(f32::NAN);
+    let stages = engine.last_host_times().unwrap_or_default();
     let bytes = 2.0 * (pixels.len() * size_of::<f32>()) as f64;
     let device = engine.device();
     println!(
@@ -206,14 +209,26 @@ fn blur_on_gpu(
         "kernel time: {kernel_ms:.3} ms, effective bandwidth {:.1} GB/s (f32 image read + written)",
         bytes / (f64::from(kernel_ms) * 1e6)
     );
+    println!(
+        "host -> host: {call_ms:.1} ms in {} band(s): setup {:.2}, pack {:.1}, pack and unpack \
+         {:.1}, waiting for upload, kernel and download {:.1}, unpack {:.1} ms",
+        stages.bands,
+        stages.setup_ms,
+        stages.first_pack_ms,
+        stages.pack_unpack_ms,
+        stages.wait_ms,
+        stages.last_unpack_ms
+    );
     Ok(blurred)
 }
 
 fn run(args: &Args) -> Result<(), String> {
+    let started = Instant::now();
     let pixels = match &args.input {
         Some(path) => load(path)?,
         None => builtin_image(),
     };
+    let read_ms = started.elapsed().as_secs_f64() * 1e3;
     let (height, width, channels) = pixels.dim();
     let source = args
         .input
@@ -255,8 +270,14 @@ fn run(args: &Args) -> Result<(), String> {
             blurred.mapv(|v| v as f32)
         }
     };
+    let write_start = Instant::now();
     save(&blurred, &args.output)?;
-    println!("wrote {}", args.output.display());
+    println!(
+        "wrote {}; read and decode {read_ms:.1} ms, encode and write {:.1} ms, whole run {:.1} ms",
+        args.output.display(),
+        write_start.elapsed().as_secs_f64() * 1e3,
+        started.elapsed().as_secs_f64() * 1e3
+    );
     Ok(())
 }
 

@@ -142,6 +142,23 @@ fn invalid_mask_parameters_are_typed_errors() {
     ));
     let image = Array2::<f32>::ones((3, 3));
     assert!(reference::gaussian_filter(&image, f32::NAN, 4.0, &Conv2dOptions::default()).is_err());
+    // Masks too large for any memory are refused before anything is allocated: a sigma of 1e9
+    // would ask for 8e9 taps (64 GB in f64), its square for 6.4e19.
+    assert!(matches!(
+        gaussian1d(1e9, 4.0),
+        Err(ConvError::InvalidParameter { name: "sigma", .. })
+    ));
+    assert_eq!(gaussian_radius(2e6, 4.0).unwrap(), 8_000_000);
+    assert!(gaussian_radius(2.1e6, 4.0).is_err());
+    assert!(matches!(
+        gaussian2d(2000.0, 4.0),
+        Err(ConvError::InvalidParameter { name: "sigma", .. })
+    ));
+    assert!(matches!(
+        box2d(10_000, 10_000),
+        Err(ConvError::InvalidParameter { .. })
+    ));
+    assert!(reference::gaussian_filter(&image, 1e9, 4.0, &Conv2dOptions::default()).is_err());
 }
 
 #[test]
