@@ -15,6 +15,7 @@ use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, r
 use ndarray::{ArrayD, Ix1, Ix2, Ix3};
 use ndarray_npy::{read_npy, write_npy};
 use std::process::ExitCode;
+use std::time::Instant;
 
 #[path = "common/cli.rs"]
 mod cli;
@@ -68,8 +69,11 @@ fn parse_args() -> Result<Args, String> {
 }
 
 fn run(args: &Args) -> Result<(), String> {
+    let started = Instant::now();
     let input: ArrayD<f32> = read_npy(&args.input).map_err(|e| format!("{}: {e}", args.input))?;
     let mask: ArrayD<f32> = read_npy(&args.mask).map_err(|e| format!("{}: {e}", args.mask))?;
+    let read_ms = ms_since(started);
+    let engine_start = Instant::now();
     let engine = if args.cpu {
         None
     } else {
@@ -82,6 +86,8 @@ fn run(args: &Args) -> Result<(), String> {
             Err(e) => return Err(e.to_string()),
         }
     };
+    let engine_ms = ms_since(engine_start);
+    let filter_start = Instant::now();
     let shape_error = |e: ndarray::ShapeError| {
         format!("input {:?} / mask {:?}: {e}", input.shape(), mask.shape())
     };
@@ -132,9 +138,33 @@ fn run(args: &Args) -> Result<(), String> {
         }
     };
     let result = result.map_err(|e| e.to_string())?;
+    let filter_ms = ms_since(filter_start);
+    let write_start = Instant::now();
     write_npy(&args.output, &result).map_err(|e| format!("{}: {e}", args.output))?;
     println!("wrote {} {:?}", args.output, result.shape());
+    let stages = engine
+        .as_ref()
+        .and_then(|e| e.last_host_times())
+        .map_or(String::new(), |t| {
+            format!(
+                " (GPU call: {} band(s), pack and unpack {:.2} ms, waiting for the GPU {:.2} ms)",
+                t.bands,
+                t.first_pack_ms + t.pack_unpack_ms + t.last_unpack_ms,
+                t.wait_ms
+            )
+        });
+    println!(
+        "read {read_ms:.1} ms, engine start {engine_ms:.1} ms, filter {filter_ms:.2} ms{stages}, \
+         write {:.1} ms, whole run {:.1} ms",
+        ms_since(write_start),
+        ms_since(started)
+    );
     Ok(())
+}
+
+/// Milliseconds since `start`.
+fn ms_since(start: Instant) -> f64 {
+    start.elapsed().as_secs_f64() * 1e3
 }
 
 fn filter2d<D: conv_host::ImageDim>(
