@@ -8,7 +8,7 @@
 
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
-use crate::layout::try_zeros;
+use crate::layout::{copy_from_view, copy_into_view, try_zeros};
 use crate::pipeline::plan_bands;
 use crate::staging::memory_error;
 use cudarc::driver::{CudaSlice, DevicePtrMut};
@@ -270,7 +270,7 @@ impl Engine {
         let result = (|| {
             let mut unpack = |band: &crate::pipeline::Band, slot: &crate::staging::Slot| {
                 let source = &slot.download.as_slice()[..band.output.len() * pitch];
-                unpack_rows(&mut output, band.output.clone(), row_len, pitch, source);
+                unpack_rows(&mut output, band.output.clone(), pitch, source);
             };
             for (i, band) in bands.iter().enumerate() {
                 if i >= count {
@@ -327,14 +327,7 @@ fn pack_rows<D: DeviceDim>(
     buffer: &mut [f32],
 ) {
     if D::NDIM == Some(1) {
-        let source = view.slice_axis(Axis(0), Slice::from(rows));
-        match source.as_slice() {
-            Some(slice) => buffer.copy_from_slice(slice),
-            None => buffer
-                .iter_mut()
-                .zip(source.iter())
-                .for_each(|(b, &v)| *b = v),
-        }
+        copy_from_view(buffer, &view.slice_axis(Axis(0), Slice::from(rows)));
         return;
     }
     buffer
@@ -343,14 +336,7 @@ fn pack_rows<D: DeviceDim>(
         .enumerate()
         .for_each(|(r, destination)| {
             let source = view.index_axis(Axis(0), rows.start + r);
-            let destination = &mut destination[..row_len];
-            match source.as_slice() {
-                Some(slice) => destination.copy_from_slice(slice),
-                None => destination
-                    .iter_mut()
-                    .zip(source.iter())
-                    .for_each(|(d, &v)| *d = v),
-            }
+            copy_from_view(&mut destination[..row_len], &source);
         });
 }
 
@@ -358,16 +344,12 @@ fn pack_rows<D: DeviceDim>(
 fn unpack_rows<D: DeviceDim>(
     output: &mut ArrayViewMut<'_, f32, D>,
     rows: std::ops::Range<usize>,
-    row_len: usize,
     pitch: usize,
     buffer: &[f32],
 ) {
     let mut target = output.slice_axis_mut(Axis(0), Slice::from(rows));
     if D::NDIM == Some(1) {
-        match target.as_slice_mut() {
-            Some(slice) => slice.copy_from_slice(buffer),
-            None => target.iter_mut().zip(buffer).for_each(|(o, &v)| *o = v),
-        }
+        copy_into_view(&mut target, buffer);
         return;
     }
     target
@@ -375,8 +357,5 @@ fn unpack_rows<D: DeviceDim>(
         .into_par_iter()
         .with_min_len(16)
         .zip(buffer.par_chunks(pitch))
-        .for_each(|(mut row, source)| match row.as_slice_mut() {
-            Some(slice) => slice.copy_from_slice(&source[..row_len]),
-            None => row.iter_mut().zip(source).for_each(|(o, &v)| *o = v),
-        });
+        .for_each(|(mut row, source)| copy_into_view(&mut row, source));
 }

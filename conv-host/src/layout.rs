@@ -17,6 +17,38 @@ where
     }
 }
 
+/// Copies `source` (any layout) into `destination` (as many elements), in logical order.
+pub(crate) fn copy_from_view<S: Data<Elem = f32>, D: Dimension>(
+    destination: &mut [f32],
+    source: &ArrayBase<S, D>,
+) {
+    match source.as_slice() {
+        Some(slice) => destination.copy_from_slice(slice),
+        None => destination
+            .iter_mut()
+            .zip(source.iter())
+            .for_each(|(d, &v)| *d = v),
+    }
+}
+
+/// Copies `source` (at least as many elements) into `destination` (any layout), in logical
+/// order.
+pub(crate) fn copy_into_view<D: Dimension>(
+    destination: &mut ArrayViewMut<'_, f32, D>,
+    source: &[f32],
+) {
+    match destination.as_slice_mut() {
+        Some(slice) => {
+            let len = slice.len();
+            slice.copy_from_slice(&source[..len]);
+        }
+        None => destination
+            .iter_mut()
+            .zip(source)
+            .for_each(|(o, &v)| *o = v),
+    }
+}
+
 /// A zeroed array of `shape`, or [`ConvError::HostOutOfMemory`] where the allocator refuses it
 /// (an output of a broadcast input of 2^40 elements, say) instead of aborting the process.
 pub(crate) fn try_zeros<D: Dimension>(shape: D) -> Result<Array<f32, D>> {
@@ -131,13 +163,7 @@ where
     let rows = image.len_of(Axis(0));
     let mut packed = vec![0.0f32; rows * pitch];
     for (row, destination) in image.outer_iter().zip(packed.chunks_exact_mut(pitch)) {
-        match row.as_slice() {
-            Some(slice) => destination[..slice.len()].copy_from_slice(slice),
-            None => destination
-                .iter_mut()
-                .zip(row.iter())
-                .for_each(|(d, &v)| *d = v),
-        }
+        copy_from_view(&mut destination[..row.len()], &row);
     }
     packed
 }
@@ -149,12 +175,6 @@ pub(crate) fn unpack_pitched<D: RemoveAxis>(
     mut output: ArrayViewMut<'_, f32, D>,
 ) {
     for (mut row, source) in output.outer_iter_mut().zip(packed.chunks_exact(pitch)) {
-        match row.as_slice_mut() {
-            Some(slice) => {
-                let len = slice.len();
-                slice.copy_from_slice(&source[..len]);
-            }
-            None => row.iter_mut().zip(source).for_each(|(o, &v)| *o = v),
-        }
+        copy_into_view(&mut row, source);
     }
 }

@@ -6,11 +6,11 @@ use crate::device::DeviceInfo;
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
 use crate::plan::LaunchPlan;
-use crate::staging::{Slot, Staging};
+use crate::staging::{Slot, Staging, memory_error};
 use cudarc::driver::sys::{CUevent_flags, CUresult};
 use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, DriverError, LaunchArgs,
-    LaunchConfig, PushKernelArg,
+    CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, DriverError,
+    LaunchArgs, LaunchConfig, PushKernelArg,
 };
 use std::cell::Cell;
 use std::sync::{Arc, MutexGuard};
@@ -115,7 +115,7 @@ impl Session<'_> {
         self.engine
             .stream
             .clone_htod(data)
-            .map_err(|e| self.memory_error(e, data.len(), "upload"))
+            .map_err(|e| memory_error(&self.engine.context, e, size_of_val(data), "upload"))
     }
 
     /// A device buffer of `len` elements, filled with NaN so that an element no kernel wrote
@@ -124,8 +124,14 @@ impl Session<'_> {
         let stream = &self.engine.stream;
         // SAFETY: the memory is uninitialised until the memset below, which is ordered before
         // any use on the same stream.
-        let mut buffer = unsafe { stream.alloc::<f32>(len) }
-            .map_err(|e| self.memory_error(e, len, "allocation"))?;
+        let mut buffer = unsafe { stream.alloc::<f32>(len) }.map_err(|e| {
+            memory_error(
+                &self.engine.context,
+                e,
+                len * size_of::<f32>(),
+                "allocation",
+            )
+        })?;
         {
             let (pointer, _record) = buffer.device_ptr_mut(stream);
             // SAFETY: `pointer` addresses `len * 4` bytes of `buffer`, allocated on `stream`.
@@ -238,12 +244,7 @@ impl Session<'_> {
         self.reserve(2 * size_of_val(input) + mask_bytes)?;
         let input_buffer = self.upload(input)?;
         let output = self.alloc_poisoned(input.len())?;
-        let mask = if mask_in_constant_memory {
-            self.set_constant_mask(plan.entry_point, mask)?;
-            None
-        } else {
-            Some(self.upload(mask)?)
-        };
+        let mask = self.place_mask(plan, mask)?;
         Ok(Buffers {
             input: input_buffer,
             output,
@@ -453,6 +454,33 @@ impl Session<'_> {
         Ok(limit.map_or(available, |limit| limit.min(available)))
     }
 
+    /// Puts `taps` where `plan`'s kernel reads them, on the engine's stream: in the kernel's
+    /// constant memory, or in a device buffer, returned, for the global-mask kernels.
+    pub(crate) fn place_mask(
+        &self,
+        plan: &LaunchPlan,
+        taps: &[f32],
+    ) -> Result<Option<CudaSlice<f32>>> {
+        if plan.mask_in_constant_memory {
+            self.set_constant_mask(plan.entry_point, taps)?;
+            Ok(None)
+        } else {
+            self.upload(taps).map(Some)
+        }
+    }
+
+    /// Adds the time between each pair of `timings` (start and end events of finished work) to
+    /// this session's kernel time.
+    pub(crate) fn add_kernel_times(&self, timings: &[(CudaEvent, CudaEvent)]) -> Result<()> {
+        for (start, end) in timings {
+            let ms = start
+                .elapsed_ms(end)
+                .context(|| "reading the kernels' time".into())?;
+            self.add_kernel_ms(ms);
+        }
+        Ok(())
+    }
+
     /// Adds `ms` of kernel time to this session's.
     pub(crate) fn add_kernel_ms(&self, ms: f32) {
         self.kernel_ms.set(Some(self.kernel_ms() + ms));
@@ -473,22 +501,5 @@ impl Session<'_> {
             .stream
             .synchronize()
             .context(|| "downloading the result".into())
-    }
-
-    fn memory_error(&self, error: DriverError, len: usize, what: &str) -> ConvError {
-        let requested = len * size_of::<f32>();
-        if error.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-            let (free, total) = self.engine.context.mem_get_info().unwrap_or((0, 0));
-            ConvError::OutOfMemory {
-                requested,
-                free,
-                total,
-            }
-        } else {
-            ConvError::Driver {
-                context: format!("device {what} of {requested} bytes"),
-                source: error,
-            }
-        }
     }
 }

@@ -6,6 +6,7 @@ use super::reference::fold;
 use super::{Taps, grid1d};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
+use crate::layout::copy_into_view;
 use crate::options::BoundaryMode;
 use crate::pipeline::{Band, BandWork, ms_since, plan_bands};
 use crate::plan::Launch;
@@ -131,12 +132,7 @@ impl Engine {
         let started = std::time::Instant::now();
         let plan = launch.plan;
         let mut session = self.session()?;
-        let device_mask = if plan.mask_in_constant_memory {
-            session.set_constant_mask(plan.entry_point, &taps.values)?;
-            None
-        } else {
-            Some(session.upload(&taps.values)?)
-        };
+        let device_mask = session.place_mask(plan, &taps.values)?;
         let mask_bytes = device_mask.as_ref().map_or(0, |_| taps.values.len() * 4);
         let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
         let halo = (taps.left, taps.values.len() - 1 - taps.left);
@@ -168,7 +164,7 @@ impl Engine {
                         .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
                         .zip(kept.par_chunks(MIN_ELEMENTS_PER_TASK))
                         .for_each(|(o, k)| o.copy_from_slice(k)),
-                    None => out.iter_mut().zip(kept).for_each(|(o, &v)| *o = v),
+                    None => copy_into_view(&mut out, kept),
                 }
             },
             &mut times,
@@ -179,12 +175,7 @@ impl Engine {
             .timings
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (start, end) in &timings {
-            let ms = start
-                .elapsed_ms(end)
-                .context(|| "reading the kernels' time".into())?;
-            session.add_kernel_ms(ms);
-        }
+        session.add_kernel_times(&timings)?;
         self.record_host_times(times);
         Ok(())
     }

@@ -68,12 +68,7 @@ impl Engine {
             return Err(ConvError::TooLarge { len });
         }
         let session = self.session()?;
-        let device_mask = if plan.mask_in_constant_memory {
-            session.set_constant_mask(plan.entry_point, &taps.values)?;
-            None
-        } else {
-            Some(session.upload(&taps.values)?)
-        };
+        let device_mask = session.place_mask(&plan, &taps.values)?;
         let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
         let max_grid = u64::from(self.device().max_grid_dim.0).max(1);
         let mut offset = 0;

@@ -7,6 +7,7 @@ use super::{ImageDim, Mask2d};
 use crate::conv1d::reference::fold;
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
+use crate::layout::{copy_from_view, copy_into_view};
 use crate::options::BoundaryMode;
 use crate::pipeline::{Band, BandWork, ms_since, plan_bands};
 use crate::plan::Launch;
@@ -38,33 +39,7 @@ struct ImageBands<'i, 'p, D: ImageDim> {
 
 impl<D: ImageDim> BandWork for ImageBands<'_, '_, D> {
     fn pack(&self, band: &Band, buffer: &mut [f32]) {
-        let (height, pitch) = (self.shape.height, self.shape.pitch);
-        let row_len = self.shape.width * self.shape.channels;
-        let first = band.first_buffer_row();
-        let ghost = match self.mode {
-            BoundaryMode::Constant(cval) => cval,
-            _ => 0.0,
-        };
-        buffer
-            .par_chunks_mut(pitch)
-            .with_min_len(MIN_ROWS_PER_TASK)
-            .enumerate()
-            .for_each(|(r, destination)| {
-                let destination = &mut destination[..row_len];
-                match fold(first + r as i64, height, self.mode) {
-                    Some(row) => {
-                        let source = self.image.index_axis(Axis(0), row);
-                        match source.as_slice() {
-                            Some(slice) => destination.copy_from_slice(slice),
-                            None => destination
-                                .iter_mut()
-                                .zip(source.iter())
-                                .for_each(|(d, &v)| *d = v),
-                        }
-                    }
-                    None => destination.fill(ghost),
-                }
-            });
+        pack_band(&self.image, self.shape.pitch, self.mode, band, buffer);
     }
 
     fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()> {
@@ -139,6 +114,36 @@ impl<D: ImageDim> BandWork for ImageBands<'_, '_, D> {
     }
 }
 
+/// Packs the buffer rows of `band` into `buffer`, rows `pitch` elements apart: image rows
+/// where they exist, rows past the image's edges folded by `mode` (the far side of the image
+/// for `Wrap`, `Reflect` and `Mirror`), or the constant.
+fn pack_band<D: ImageDim>(
+    image: &ArrayView<'_, f32, D>,
+    pitch: usize,
+    mode: BoundaryMode,
+    band: &Band,
+    buffer: &mut [f32],
+) {
+    let height = image.len_of(Axis(0));
+    let row_len: usize = image.shape()[1..].iter().product();
+    let first = band.first_buffer_row();
+    let ghost = match mode {
+        BoundaryMode::Constant(cval) => cval,
+        _ => 0.0,
+    };
+    buffer
+        .par_chunks_mut(pitch)
+        .with_min_len(MIN_ROWS_PER_TASK)
+        .enumerate()
+        .for_each(|(r, destination)| {
+            let destination = &mut destination[..row_len];
+            match fold(first + r as i64, height, mode) {
+                Some(y) => copy_from_view(destination, &image.index_axis(Axis(0), y)),
+                None => destination.fill(ghost),
+            }
+        });
+}
+
 impl Engine {
     /// Filters a host image into `output` through the pipeline: the planned kernel over bands
     /// of rows, as many as the device memory the engine may use and the band size ask for.
@@ -153,12 +158,7 @@ impl Engine {
         let started = std::time::Instant::now();
         let plan = launch.plan;
         let mut session = self.session()?;
-        let device_mask = if plan.mask_in_constant_memory {
-            session.set_constant_mask(plan.entry_point, &mask.values)?;
-            None
-        } else {
-            Some(session.upload(&mask.values)?)
-        };
+        let device_mask = session.place_mask(plan, &mask.values)?;
         let mask_bytes = device_mask.as_ref().map_or(0, |_| mask.values.len() * 4);
         let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
         let halo = (mask.top, mask.rows - 1 - mask.top);
@@ -184,7 +184,6 @@ impl Engine {
             device_mask,
             timings: Mutex::new(Vec::with_capacity(bands.len())),
         };
-        let row_len = shape.width * shape.channels;
         let result = session.run_bands(
             &mut slots,
             &bands,
@@ -196,10 +195,7 @@ impl Engine {
                     .into_par_iter()
                     .with_min_len(MIN_ROWS_PER_TASK)
                     .zip(rows.par_chunks(shape.pitch))
-                    .for_each(|(mut row, source)| match row.as_slice_mut() {
-                        Some(slice) => slice.copy_from_slice(&source[..row_len]),
-                        None => row.iter_mut().zip(source).for_each(|(o, &v)| *o = v),
-                    });
+                    .for_each(|(mut row, source)| copy_into_view(&mut row, source));
             },
             &mut times,
         );
@@ -209,13 +205,57 @@ impl Engine {
             .timings
             .into_inner()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
-        for (start, end) in &timings {
-            let ms = start
-                .elapsed_ms(end)
-                .context(|| "reading the kernels' time".into())?;
-            session.add_kernel_ms(ms);
-        }
+        session.add_kernel_times(&timings)?;
         self.record_host_times(times);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{Array3, s};
+
+    /// A band's buffer holds its rows and the halo rows beyond them, folded as the boundary
+    /// mode says: every row of a 5-row image in bands reaching 4 rows past either edge.
+    #[test]
+    fn bands_fold_their_halo_rows_as_the_mode_says() {
+        let image = Array3::from_shape_fn((5, 3, 2), |(y, x, c)| (100 * y + 10 * x + c) as f32);
+        let (row_len, pitch) = (6, 32);
+        let modes = [
+            BoundaryMode::Constant(-1.5),
+            BoundaryMode::Nearest,
+            BoundaryMode::Reflect,
+            BoundaryMode::Mirror,
+            BoundaryMode::Wrap,
+        ];
+        for mode in modes {
+            for (output, halo) in [(0..2, (4, 4)), (2..5, (1, 4)), (4..5, (4, 0))] {
+                let band = Band { output, halo };
+                let mut buffer = vec![f32::NAN; band.buffer_rows() * pitch];
+                pack_band(&image.view(), pitch, mode, &band, &mut buffer);
+                for r in 0..band.buffer_rows() {
+                    let y = band.first_buffer_row() + r as i64;
+                    let got = &buffer[r * pitch..r * pitch + row_len];
+                    let expected: Vec<f32> = match fold(y, 5, mode) {
+                        Some(y) => image.slice(s![y, .., ..]).iter().copied().collect(),
+                        None => vec![-1.5; row_len],
+                    };
+                    assert_eq!(got, &expected[..], "{mode:?} {band:?} row {y}");
+                }
+            }
+        }
+        // A strided view packs the same rows.
+        let flipped = image.slice(s![..;-1, .., ..]);
+        let band = Band {
+            output: 0..5,
+            halo: (2, 2),
+        };
+        let mut buffer = vec![f32::NAN; band.buffer_rows() * pitch];
+        pack_band(&flipped, pitch, BoundaryMode::Wrap, &band, &mut buffer);
+        assert_eq!(
+            &buffer[..row_len],
+            &[100.0, 101.0, 110.0, 111.0, 120.0, 121.0]
+        );
     }
 }

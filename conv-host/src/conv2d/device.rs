@@ -114,12 +114,7 @@ impl Engine {
         };
         let session = self.session()?;
         let grid = Grid2d::new(&session, shape, &mask, launch)?;
-        let device_mask = if plan.mask_in_constant_memory {
-            session.set_constant_mask(plan.entry_point, &mask.values)?;
-            None
-        } else {
-            Some(session.upload(&mask.values)?)
-        };
+        let device_mask = session.place_mask(&plan, &mask.values)?;
         let map = if uses_tensor_copies(&plan) {
             // Contract of the tensor-copy kernels: the map describes the input image.
             let dims = ((width * channels) as u64, height as u64, shape.pitch as u64);
