@@ -128,7 +128,7 @@ impl Engine {
         T: Data<Elem = f32>,
     {
         let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        self.filter1d(input, mask, options, false, output.view_mut(), 1)?;
+        self.filter1d(input, mask, options, false, output.view_mut(), None)?;
         Ok(output)
     }
 
@@ -148,7 +148,7 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        self.filter1d(input, mask, options, false, output, 1)
+        self.filter1d(input, mask, options, false, output, None)
             .map(drop)
     }
 
@@ -168,7 +168,7 @@ impl Engine {
         T: Data<Elem = f32>,
     {
         let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        self.filter1d(input, mask, options, true, output.view_mut(), 1)?;
+        self.filter1d(input, mask, options, true, output.view_mut(), None)?;
         Ok(output)
     }
 
@@ -187,7 +187,7 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        self.filter1d(input, mask, options, true, output, 1)
+        self.filter1d(input, mask, options, true, output, None)
             .map(drop)
     }
 
@@ -210,7 +210,14 @@ impl Engine {
         T: Data<Elem = f32>,
     {
         let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        let times = self.filter1d(input, mask, options, false, output.view_mut(), runs.max(1))?;
+        let times = self.filter1d(
+            input,
+            mask,
+            options,
+            false,
+            output.view_mut(),
+            Some(runs.max(1)),
+        )?;
         Ok((output, times))
     }
 
@@ -221,7 +228,7 @@ impl Engine {
         options: &Conv1dOptions,
         flip: bool,
         output: ArrayViewMut1<'_, f32>,
-        runs: usize,
+        timed_runs: Option<usize>,
     ) -> Result<Vec<f32>>
     where
         S: Data<Elem = f32>,
@@ -230,11 +237,11 @@ impl Engine {
         check_output(input, &output)?;
         let taps = orient(&row_major(mask), options.origin, flip)?;
         let plan = self.plan1d(input.len(), taps.values.len(), options)?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, runs)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, timed_runs.unwrap_or(1))?;
         if input.is_empty() {
             return Ok(Vec::new());
         }
-        if runs == 1 {
+        if timed_runs.is_none() {
             self.filter1d_bands(input.view(), &taps, launch, output)?;
             return Ok(Vec::new());
         }

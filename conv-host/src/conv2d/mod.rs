@@ -199,7 +199,7 @@ impl Engine {
         D: ImageDim,
     {
         let mut output = try_zeros(image.raw_dim())?;
-        self.filter2d(image, mask, options, false, output.view_mut(), 1)?;
+        self.filter2d(image, mask, options, false, output.view_mut(), None)?;
         Ok(output)
     }
 
@@ -220,7 +220,7 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        self.filter2d(image, mask, options, false, output, 1)
+        self.filter2d(image, mask, options, false, output, None)
             .map(drop)
     }
 
@@ -241,7 +241,7 @@ impl Engine {
         D: ImageDim,
     {
         let mut output = try_zeros(image.raw_dim())?;
-        self.filter2d(image, mask, options, true, output.view_mut(), 1)?;
+        self.filter2d(image, mask, options, true, output.view_mut(), None)?;
         Ok(output)
     }
 
@@ -261,7 +261,7 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        self.filter2d(image, mask, options, true, output, 1)
+        self.filter2d(image, mask, options, true, output, None)
             .map(drop)
     }
 
@@ -285,7 +285,14 @@ impl Engine {
         D: ImageDim,
     {
         let mut output = try_zeros(image.raw_dim())?;
-        let times = self.filter2d(image, mask, options, false, output.view_mut(), runs.max(1))?;
+        let times = self.filter2d(
+            image,
+            mask,
+            options,
+            false,
+            output.view_mut(),
+            Some(runs.max(1)),
+        )?;
         Ok((output, times))
     }
 
@@ -296,7 +303,7 @@ impl Engine {
         options: &Conv2dOptions,
         flip: bool,
         output: ArrayViewMut<'_, f32, D>,
-        runs: usize,
+        timed_runs: Option<usize>,
     ) -> Result<Vec<f32>>
     where
         S: Data<Elem = f32>,
@@ -314,7 +321,7 @@ impl Engine {
                 reason: "the mask is not separable".into(),
             })?;
         }
-        let launch = Launch::new(&plan, options.mode, options.clamp, runs)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, timed_runs.unwrap_or(1))?;
         if image.is_empty() {
             return Ok(Vec::new());
         }
@@ -325,7 +332,7 @@ impl Engine {
             channels,
             pitch,
         };
-        if runs == 1 {
+        if timed_runs.is_none() {
             self.filter2d_bands(image.view(), shape, &mask, launch, output)?;
             return Ok(Vec::new());
         }
