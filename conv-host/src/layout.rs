@@ -178,3 +178,43 @@ pub(crate) fn unpack_pitched<D: RemoveAxis>(
         copy_into_view(&mut row, source);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{Array2, s};
+
+    /// Rows copy both ways through contiguous and strided views.
+    #[test]
+    fn row_copies_follow_the_logical_order() {
+        let a = Array2::from_shape_fn((3, 4), |(i, j)| (10 * i + j) as f32);
+        let mut flat = [0.0f32; 4];
+        copy_from_view(&mut flat, &a.row(1));
+        assert_eq!(flat, [10.0, 11.0, 12.0, 13.0]);
+        copy_from_view(&mut flat[..3], &a.column(2));
+        assert_eq!(flat[..3], [2.0, 12.0, 22.0]);
+        let mut b = Array2::<f32>::zeros((4, 3));
+        let mut column = b.column_mut(1);
+        copy_into_view(&mut column, &[1.0, 2.0, 3.0, 4.0, 99.0]);
+        assert_eq!(b.column(1).to_vec(), [1.0, 2.0, 3.0, 4.0]);
+        let mut reversed = b.slice_mut(s![.., ..;-1]);
+        copy_into_view(&mut reversed.row_mut(0), &[7.0, 8.0, 9.0]);
+        assert_eq!(b.row(0).to_vec(), [9.0, 8.0, 7.0]);
+    }
+
+    /// An output no allocator can give is an error, not an abort; small ones are zeros.
+    #[test]
+    fn outputs_are_allocated_fallibly() {
+        assert!(matches!(
+            try_zeros(ndarray::Ix1(1 << 45)),
+            Err(ConvError::HostOutOfMemory { requested }) if requested == 4 << 45
+        ));
+        assert!(matches!(
+            try_zeros(ndarray::Ix2(usize::MAX, 3)),
+            Err(ConvError::HostOutOfMemory { .. })
+        ));
+        let zeros = try_zeros(ndarray::Ix2(3, 5)).unwrap();
+        assert!(zeros.iter().all(|&v| v == 0.0));
+        assert_eq!(try_zeros(ndarray::Ix1(0)).unwrap().len(), 0);
+    }
+}

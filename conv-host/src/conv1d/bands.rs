@@ -36,29 +36,7 @@ struct SignalBands<'i, 'p> {
 
 impl BandWork for SignalBands<'_, '_> {
     fn pack(&self, band: &Band, buffer: &mut [f32]) {
-        let len = self.input.len();
-        let first = band.first_buffer_row();
-        let ghost = match self.launch.mode {
-            BoundaryMode::Constant(cval) => cval,
-            _ => 0.0,
-        };
-        let contiguous = self.input.as_slice();
-        buffer
-            .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
-            .enumerate()
-            .for_each(|(chunk, destination)| {
-                let start = first + (chunk * MIN_ELEMENTS_PER_TASK) as i64;
-                let inside = start >= 0 && start as usize + destination.len() <= len;
-                match contiguous {
-                    Some(slice) if inside => destination.copy_from_slice(
-                        &slice[start as usize..start as usize + destination.len()],
-                    ),
-                    _ => destination.iter_mut().enumerate().for_each(|(k, d)| {
-                        *d = fold(start + k as i64, len, self.launch.mode)
-                            .map_or(ghost, |i| self.input[i]);
-                    }),
-                }
-            });
+        pack_chunk(&self.input, self.launch.mode, band, buffer);
     }
 
     fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()> {
@@ -113,6 +91,32 @@ impl BandWork for SignalBands<'_, '_> {
             self.input.len()
         )
     }
+}
+
+/// Packs the elements of `band` (a chunk and its halos) into `buffer`: input elements where
+/// they exist, elements past the input's ends folded by `mode`, or the constant.
+fn pack_chunk(input: &ArrayView1<'_, f32>, mode: BoundaryMode, band: &Band, buffer: &mut [f32]) {
+    let len = input.len();
+    let first = band.first_buffer_row();
+    let ghost = match mode {
+        BoundaryMode::Constant(cval) => cval,
+        _ => 0.0,
+    };
+    let contiguous = input.as_slice();
+    buffer
+        .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
+        .enumerate()
+        .for_each(|(chunk, destination)| {
+            let start = first + (chunk * MIN_ELEMENTS_PER_TASK) as i64;
+            let inside = start >= 0 && start as usize + destination.len() <= len;
+            match contiguous {
+                Some(slice) if inside => destination
+                    .copy_from_slice(&slice[start as usize..start as usize + destination.len()]),
+                _ => destination.iter_mut().enumerate().for_each(|(k, d)| {
+                    *d = fold(start + k as i64, len, mode).map_or(ghost, |i| input[i]);
+                }),
+            }
+        });
 }
 
 impl Engine {
@@ -178,5 +182,40 @@ impl Engine {
         session.add_kernel_times(&timings)?;
         self.record_host_times(times);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ndarray::{Array1, s};
+
+    /// A chunk's buffer holds its elements and its halos, folded as the boundary mode says,
+    /// for contiguous and strided inputs and chunks longer than one packing task.
+    #[test]
+    fn chunks_fold_their_halos_as_the_mode_says() {
+        let len = MIN_ELEMENTS_PER_TASK + 37;
+        let input = Array1::from_shape_fn(len, |i| i as f32);
+        let reversed = input.slice(s![..;-1]);
+        for mode in [
+            BoundaryMode::Constant(-2.0),
+            BoundaryMode::Nearest,
+            BoundaryMode::Reflect,
+            BoundaryMode::Mirror,
+            BoundaryMode::Wrap,
+        ] {
+            for (output, halo) in [(0..100, (40, 3)), (100..len, (5, 60)), (0..len, (2, 2))] {
+                let band = Band { output, halo };
+                for view in [input.view(), reversed.view()] {
+                    let mut buffer = vec![f32::NAN; band.buffer_rows()];
+                    pack_chunk(&view, mode, &band, &mut buffer);
+                    for (k, &got) in buffer.iter().enumerate() {
+                        let i = band.first_buffer_row() + k as i64;
+                        let expected = fold(i, len, mode).map_or(-2.0, |i| view[i]);
+                        assert_eq!(got, expected, "{mode:?} {band:?} element {i}");
+                    }
+                }
+            }
+        }
     }
 }
