@@ -2,7 +2,9 @@
 //! `gaussian_filter`), on the CPU.
 
 use approx::assert_relative_eq;
-use conv_host::masks::{box2d, gaussian_radius, gaussian1d, gaussian2d, sharpen};
+use conv_host::masks::{
+    box2d, gaussian_kernel1d, gaussian_radius, gaussian1d, gaussian2d, sharpen,
+};
 use conv_host::{BoundaryMode, Conv2dOptions, ConvError, reference};
 use ndarray::Array2;
 
@@ -119,6 +121,59 @@ fn gaussian_filter_matches_scipy() {
             assert_relative_eq!(d, e, max_relative = 2e-6);
         }
     }
+}
+
+/// SciPy's derivative kernels, `scipy.ndimage._filters._gaussian_kernel1d(1.5, order, 6)`, and
+/// order 0 equal to `gaussian1d`.
+#[test]
+fn gaussian_derivative_kernels_match_scipy() {
+    let first = [
+        0.00023792284969438,
+        0.00228488128475313,
+        0.0135064927939501,
+        0.04799246409827844,
+        0.09719215551513821,
+        0.09465223491015733,
+        0.0,
+        -0.09465223491015733,
+        -0.09719215551513821,
+        -0.04799246409827844,
+        -0.0135064927939501,
+        -0.00228488128475313,
+        -0.00023792284969438,
+    ];
+    let second = [
+        0.00059480712423595,
+        0.00462053770916744,
+        0.02063491954631265,
+        0.04799246409827844,
+        0.03779694936699819,
+        -0.05258457495008741,
+        -0.11820633651603152,
+        -0.05258457495008741,
+        0.03779694936699819,
+        0.04799246409827844,
+        0.02063491954631265,
+        0.00462053770916744,
+        0.00059480712423595,
+    ];
+    // Radius int(4.0 * 1.5 + 0.5) = 6, as SciPy's default truncate gives.
+    for (order, expected) in [(1, first), (2, second)] {
+        let got = gaussian_kernel1d(1.5, order, 4.0).unwrap();
+        assert_eq!(got.len(), 13);
+        for (g, e) in got.iter().zip(expected) {
+            assert_relative_eq!(f64::from(*g), e, max_relative = 1e-6, epsilon = 1e-9);
+        }
+    }
+    assert_eq!(
+        gaussian_kernel1d(1.5, 0, 4.0).unwrap(),
+        gaussian1d(1.5, 4.0).unwrap()
+    );
+    assert_eq!(gaussian_kernel1d(0.0, 1, 4.0).unwrap().to_vec(), [0.0]);
+    assert!(matches!(
+        gaussian_kernel1d(1.0, 3, 4.0),
+        Err(ConvError::InvalidParameter { name: "order", .. })
+    ));
 }
 
 #[test]

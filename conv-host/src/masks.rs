@@ -71,6 +71,50 @@ pub fn gaussian1d(sigma: f32, truncate: f32) -> Result<Array1<f32>> {
     Ok(weights.iter().map(|w| (w / total) as f32).collect())
 }
 
+/// SciPy's 1D Gaussian derivative kernel (`scipy.ndimage`'s `_gaussian_kernel1d`): the
+/// normalised Gaussian of [`gaussian1d`] for `order` 0, its first or second derivative for
+/// `order` 1 or 2, over `x = -radius..=radius`, computed in f64. Taps are in convolution order,
+/// as SciPy returns them: correlating with the reversed kernel (or convolving with this one)
+/// gives `gaussian_filter1d(input, sigma, order=order)`.
+///
+/// ```
+/// let d1 = conv_host::masks::gaussian_kernel1d(1.5, 1, 4.0).unwrap();
+/// assert_eq!(d1.len(), 13);
+/// assert!(d1[6].abs() < 1e-12 && d1[5] > 0.0 && d1[7] < 0.0);
+/// ```
+///
+/// # Errors
+/// As [`gaussian_radius`]; [`ConvError::InvalidParameter`] for an `order` above 2.
+pub fn gaussian_kernel1d(sigma: f32, order: u32, truncate: f32) -> Result<Array1<f32>> {
+    if order > 2 {
+        return Err(ConvError::InvalidParameter {
+            name: "order",
+            value: f64::from(order),
+            expected: "0, 1 or 2",
+        });
+    }
+    let radius = gaussian_radius(sigma, truncate)?;
+    if sigma == 0.0 {
+        return Ok(Array1::from_elem(1, if order == 0 { 1.0 } else { 0.0 }));
+    }
+    let variance = f64::from(sigma).powi(2);
+    let r = radius as i64;
+    let phi: Vec<f64> = (-r..=r)
+        .map(|x| (-0.5 * (x * x) as f64 / variance).exp())
+        .collect();
+    let total: f64 = phi.iter().sum();
+    // f(x) = q(x) phi(x): each derivative maps q to q' - q x / sigma^2, starting from q = 1.
+    let derivative = |x: f64| match order {
+        0 => 1.0,
+        1 => -x / variance,
+        _ => (x * x / variance - 1.0) / variance,
+    };
+    Ok((-r..=r)
+        .zip(&phi)
+        .map(|(x, p)| (derivative(x as f64) * p / total) as f32)
+        .collect())
+}
+
 /// The 2D Gaussian with the same sigma on both axes: the outer product of two
 /// [`gaussian1d`] masks, so correlating with it equals SciPy's `gaussian_filter` on an image.
 ///
