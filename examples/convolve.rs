@@ -145,14 +145,7 @@ fn run(args: &Args) -> Result<(), String> {
     let stages = engine
         .as_ref()
         .and_then(|e| e.last_host_times())
-        .map_or(String::new(), |t| {
-            format!(
-                " (GPU call: {} band(s), pack and unpack {:.2} ms, waiting for the GPU {:.2} ms)",
-                t.bands,
-                t.first_pack_ms + t.pack_unpack_ms + t.last_unpack_ms,
-                t.wait_ms
-            )
-        });
+        .map_or(String::new(), |t| format!(" (GPU call: {t})"));
     println!(
         "read {read_ms:.1} ms, engine start {engine_ms:.1} ms, filter {filter_ms:.2} ms{stages}, \
          write {:.1} ms, whole run {:.1} ms",

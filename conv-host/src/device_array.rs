@@ -142,6 +142,25 @@ impl Engine {
         }
     }
 
+    /// [`ConvError::DeviceMismatch`] unless both arrays live on this engine's GPU,
+    /// [`ConvError::ShapeMismatch`] unless `output` has `input`'s shape.
+    pub(crate) fn check_pair<D: DeviceDim>(
+        &self,
+        input: &DeviceArray<D>,
+        output: &DeviceArray<D>,
+    ) -> Result<()> {
+        self.check_device(input)?;
+        self.check_device(output)?;
+        if input.shape() == output.shape() {
+            Ok(())
+        } else {
+            Err(ConvError::ShapeMismatch {
+                expected: input.shape().to_vec(),
+                actual: output.shape().to_vec(),
+            })
+        }
+    }
+
     /// A device array of `dim`, every element 0.
     ///
     /// # Errors

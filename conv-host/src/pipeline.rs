@@ -8,11 +8,18 @@
 //! and `Mirror` included, and a mask may be taller than a band. An input that fits one band runs
 //! as one buffer of exactly its rows, the boundary left to the kernel.
 
-use crate::error::{ConvError, Result};
+use crate::engine::Engine;
+use crate::error::{ConvError, DriverContext, Result};
+use crate::plan::LaunchPlan;
 use crate::session::Session;
 use crate::staging::{HostTimes, Slot};
+use cudarc::driver::sys::CUevent_flags;
+use cudarc::driver::{CudaEvent, CudaSlice};
 use std::ops::Range;
 use std::time::Instant;
+
+/// Device memory left free for the driver and the kernels' modules when the engine has no cap.
+const DEVICE_HEADROOM_BYTES: usize = 256 << 20;
 
 /// Rows of one band: it keeps `output` (rows of the input) and computes them from buffer rows
 /// `output.start - halo.0 .. output.end + halo.1`.
@@ -93,7 +100,7 @@ pub(crate) trait BandWork: Sync {
     /// Fills `buffer` (the band's buffer rows, `row_len` elements each) from the input.
     fn pack(&self, band: &Band, buffer: &mut [f32]);
     /// Enqueues the kernels of `band` on `slot`'s stream, reading `slot.input` (the band's
-    /// buffer rows) and writing `slot.output` (the same rows).
+    /// buffer rows) and writing `slot.output` (the same rows, poisoned with NaN before).
     fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()>;
     /// Describes the band's work for an error message.
     fn describe(&self, band: &Band) -> String;
@@ -118,6 +125,7 @@ impl Session<'_> {
     ) -> Result<()> {
         let count = slots.len().max(1);
         times.bands = bands.len();
+        let mut timings = Vec::with_capacity(bands.len());
         let result = (|| {
             for (i, band) in bands.iter().enumerate() {
                 let slot = &mut slots[i % count];
@@ -140,7 +148,7 @@ impl Session<'_> {
                     work.pack(band, &mut slot.upload.as_mut_slice()[..elements]);
                     times.first_pack_ms += ms_since(started);
                 }
-                self.submit(slot, band, row_len, work)?;
+                timings.push(self.submit(slot, band, row_len, work)?);
             }
             let first = bands.len().saturating_sub(count);
             for (i, done) in bands.iter().enumerate().skip(first) {
@@ -155,7 +163,8 @@ impl Session<'_> {
                 );
                 times.last_unpack_ms += ms_since(started);
             }
-            Ok(())
+            // Every band is done: its kernels' events have completed.
+            self.add_kernel_times(&timings)
         })();
         if result.is_err() {
             // Nothing may still read or write a slot's buffers when the slots go back.
@@ -166,16 +175,15 @@ impl Session<'_> {
         result
     }
 
-    /// Enqueues the upload of `band` (packed in `slot`'s upload buffer), its kernels and the
-    /// download of the rows it keeps.
+    /// Enqueues the upload of `band` (packed in `slot`'s upload buffer), its kernels between
+    /// two timing events (returned) and the download of the rows it keeps.
     fn submit(
         &self,
         slot: &mut Slot,
         band: &Band,
         row_len: usize,
         work: &impl BandWork,
-    ) -> Result<()> {
-        use crate::error::DriverContext;
+    ) -> Result<(CudaEvent, CudaEvent)> {
         let elements = band.buffer_rows() * row_len;
         let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
         // The slot's stream was synchronised since its buffers were last used, so nothing
@@ -186,14 +194,73 @@ impl Session<'_> {
                 &mut slot.input.slice_mut(..elements),
             )
             .context(|| format!("uploading {}", work.describe(band)))?;
+        self.poison(&slot.stream, &mut slot.output, elements)?;
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let describe = || format!("timing {}", work.describe(band));
+        let start = slot.stream.record_event(timing).context(describe)?;
         work.launch(self, slot, band)?;
+        let end = slot.stream.record_event(timing).context(describe)?;
         let kept_len = kept.len();
         slot.stream
             .memcpy_dtoh(
                 &slot.output.slice(kept),
                 &mut slot.download.as_mut_slice()[..kept_len],
             )
-            .context(|| format!("downloading {}", work.describe(band)))
+            .context(|| format!("downloading {}", work.describe(band)))?;
+        Ok((start, end))
+    }
+}
+
+/// One host call as the pipeline sees it: the plan and taps of its kernel, and its input as
+/// `rows` rows of `row_len` elements (a signal: rows of one element) with a mask reaching
+/// `halo` rows before and after an output row.
+pub(crate) struct HostCall<'a> {
+    pub(crate) plan: &'a LaunchPlan,
+    pub(crate) taps: &'a [f32],
+    pub(crate) rows: usize,
+    pub(crate) row_len: usize,
+    pub(crate) halo: (usize, usize),
+}
+
+impl Engine {
+    /// Runs a host call through the pipeline: places the mask, splits the input into as many
+    /// bands as the device memory the engine may use and the band size ask for, and runs the
+    /// work `work(device_mask)` makes over them; `unpack` receives each band's kept rows.
+    /// Records the call's kernel time and [`HostTimes`].
+    ///
+    /// # Errors
+    /// [`ConvError::OutOfMemory`] when not even one row and the halo fit; as
+    /// [`Session::run_bands`].
+    pub(crate) fn run_host_call<W: BandWork>(
+        &self,
+        call: HostCall<'_>,
+        work: impl FnOnce(Option<CudaSlice<f32>>) -> W,
+        unpack: impl FnMut(&Band, &[f32]) + Send,
+    ) -> Result<()> {
+        let started = Instant::now();
+        let mut session = self.session()?;
+        let device_mask = session.place_mask(call.plan, call.taps)?;
+        let mask_bytes = device_mask.as_ref().map_or(0, |_| size_of_val(call.taps));
+        let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
+        let (bands, slots, elements) = plan_bands(
+            call.rows,
+            call.row_len,
+            call.halo,
+            budget.saturating_sub(mask_bytes),
+        )?;
+        let mut slots = session.take_slots(slots, elements)?;
+        // The bands run on the slots' streams: after the mask's upload.
+        session.order_after_engine_stream(&slots)?;
+        let mut times = HostTimes {
+            setup_ms: ms_since(started),
+            ..HostTimes::default()
+        };
+        let work = work(device_mask);
+        let result = session.run_bands(&mut slots, &bands, call.row_len, &work, unpack, &mut times);
+        session.return_slots(slots);
+        result?;
+        self.record_host_times(times);
+        Ok(())
     }
 }
 

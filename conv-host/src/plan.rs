@@ -132,3 +132,23 @@ pub(crate) fn check_block(
     }
     Ok(())
 }
+
+/// Runs `launch(offset, count)` for the grids that cover `blocks` blocks, at most `max_grid`
+/// blocks a grid, in order.
+///
+/// # Errors
+/// The first error `launch` returns.
+pub(crate) fn for_each_grid(
+    blocks: u64,
+    max_grid: u64,
+    mut launch: impl FnMut(u64, u64) -> Result<()>,
+) -> Result<()> {
+    let max_grid = max_grid.max(1);
+    let mut offset = 0;
+    while offset < blocks {
+        let count = (blocks - offset).min(max_grid);
+        launch(offset, count)?;
+        offset += count;
+    }
+    Ok(())
+}

@@ -5,7 +5,7 @@ use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
-use crate::plan::LaunchPlan;
+use crate::plan::{LaunchPlan, for_each_grid};
 use crate::staging::{Slot, Staging, memory_error};
 use cudarc::driver::sys::{CUevent_flags, CUresult};
 use cudarc::driver::{
@@ -17,12 +17,12 @@ use std::sync::{Arc, MutexGuard};
 
 /// The device buffers of one operation.
 pub(crate) struct Buffers {
-    input: CudaSlice<f32>,
+    pub(crate) input: CudaSlice<f32>,
     pub(crate) output: CudaSlice<f32>,
     mask: Option<CudaSlice<f32>>,
     /// A tensor map of `input`, passed in its place to the kernels that stage with tensor
     /// copies.
-    tensor_map: Option<CudaSlice<u64>>,
+    pub(crate) tensor_map: Option<CudaSlice<u64>>,
 }
 
 /// One operation's hold on the engine: uploads, the constant mask, launches and downloads,
@@ -172,20 +172,6 @@ impl Session<'_> {
             .context(|| "uploading the mask to constant memory".into())
     }
 
-    /// Makes a tensor map of `buffers`' input (`elements x height` `f32`, rows `pitch` elements
-    /// apart, boxes of `box_dims`, zeros outside) and uploads it; the launches then pass it in
-    /// the input's place, as the tensor-copy kernels take it.
-    pub(crate) fn set_tensor_map(
-        &self,
-        buffers: &mut Buffers,
-        dims: (u64, u64, u64),
-        box_dims: (u32, u32),
-    ) -> Result<()> {
-        buffers.tensor_map =
-            Some(self.tensor_map(&self.engine.stream, &buffers.input, dims, box_dims)?);
-        Ok(())
-    }
-
     /// Makes a tensor map of `input` (`elements x height` `f32`, rows `pitch` elements apart,
     /// boxes of `box_dims`, zeros outside) and uploads it on `stream`.
     pub(crate) fn tensor_map(
@@ -303,18 +289,14 @@ impl Session<'_> {
         out: &mut [f32],
         mut grid: impl FnMut(u64, u64) -> (LaunchConfig, P),
     ) -> Result<Vec<f32>> {
-        let max_grid = max_grid.max(1);
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             let before = self.kernel_ms();
-            let mut offset = 0;
-            while offset < blocks {
-                let count = (blocks - offset).min(max_grid);
+            for_each_grid(blocks, max_grid, |offset, count| {
                 let (config, params) = grid(offset, count);
                 // SAFETY: the caller's contract covers every grid `grid` returns.
-                unsafe { self.launch_conv(kernel, config, buffers, &params)? };
-                offset += count;
-            }
+                unsafe { self.launch_conv(kernel, config, buffers, &params) }
+            })?;
             times.push(self.kernel_ms() - before);
         }
         self.download(&buffers.output, out)?;

@@ -207,6 +207,24 @@ pub struct HostTimes {
     pub bands: usize,
 }
 
+/// `9 band(s): setup 0.12, first pack 2.33, pack and unpack 15.14, waiting for the GPU 0.07,
+/// last unpack 3.92 ms`.
+impl std::fmt::Display for HostTimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} band(s): setup {:.2}, first pack {:.2}, pack and unpack {:.2}, waiting for the \
+             GPU {:.2}, last unpack {:.2} ms",
+            self.bands,
+            self.setup_ms,
+            self.first_pack_ms,
+            self.pack_unpack_ms,
+            self.wait_ms,
+            self.last_unpack_ms
+        )
+    }
+}
+
 /// A device allocation error as the library reports it.
 pub(crate) fn memory_error(
     context: &Arc<CudaContext>,

@@ -253,16 +253,7 @@ impl Bench<'_> {
             gbps(download),
             if error > 1e-5 { "  CHECK FAILED" } else { "" }
         );
-        println!(
-            "{:28} bands {}, setup {:.3}, first pack {:.3}, pack|unpack {:.3}, wait {:.3}, last unpack {:.3} ms",
-            "",
-            stages.bands,
-            stages.setup_ms,
-            stages.first_pack_ms,
-            stages.pack_unpack_ms,
-            stages.wait_ms,
-            stages.last_unpack_ms
-        );
+        println!("{:28} {stages}", "");
         if error > 1e-5 {
             return Err(format!(
                 "{}: max relative error {error:.2e} against the f64 reference",

@@ -3,26 +3,21 @@
 //! elements unpacked into the caller's output (see [`crate::pipeline`]).
 
 use super::reference::fold;
-use super::{Taps, grid1d};
+use super::{Taps, enqueue1d};
 use crate::engine::Engine;
-use crate::error::{ConvError, DriverContext, Result};
+use crate::error::{ConvError, Result};
 use crate::layout::copy_into_view;
 use crate::options::BoundaryMode;
-use crate::pipeline::{Band, BandWork, ms_since, plan_bands};
+use crate::pipeline::{Band, BandWork, HostCall};
 use crate::plan::Launch;
 use crate::session::Session;
-use crate::staging::{HostTimes, Slot};
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, PushKernelArg};
-use ndarray::{ArrayView1, ArrayViewMut1, Slice};
+use crate::staging::Slot;
+use cudarc::driver::CudaSlice;
+use ndarray::{ArrayView1, ArrayViewMut1, Axis, Slice};
 use rayon::prelude::*;
-use std::sync::Mutex;
 
 /// Elements a pack or unpack task takes at least.
 const MIN_ELEMENTS_PER_TASK: usize = 1 << 16;
-
-/// Device memory left free for the driver and the kernels' modules when the engine has no cap.
-const DEVICE_HEADROOM_BYTES: usize = 256 << 20;
 
 /// One host call's signal, mask and plan, as the pipeline's chunks see them.
 struct SignalBands<'i, 'p> {
@@ -30,8 +25,6 @@ struct SignalBands<'i, 'p> {
     taps: &'p Taps,
     launch: Launch<'p>,
     device_mask: Option<CudaSlice<f32>>,
-    /// Start and end events of every chunk's kernels, for the call's kernel time.
-    timings: Mutex<Vec<(CudaEvent, CudaEvent)>>,
 }
 
 impl BandWork for SignalBands<'_, '_> {
@@ -40,46 +33,20 @@ impl BandWork for SignalBands<'_, '_> {
     }
 
     fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()> {
-        let plan = self.launch.plan;
         let len = band.buffer_rows();
-        session.poison(&slot.stream, &mut slot.output, len)?;
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let describe = || format!("timing {}", self.describe(band));
-        let start = slot.stream.record_event(timing).context(describe)?;
-        let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
-        let max_grid = u64::from(session.device().max_grid_dim.0).max(1);
-        let mut offset = 0;
-        while offset < blocks {
-            let count = (blocks - offset).min(max_grid);
-            let (config, params) = grid1d(self.launch, len, self.taps, offset, count);
-            let Slot {
-                stream,
-                input,
-                output,
-                ..
-            } = &mut *slot;
-            // SAFETY: the grid meets the conv1d kernels' contract (`grid1d`): `input` holds the
-            // chunk's `len` elements (uploaded before, in stream order) and `output` as many, a
-            // 16-byte aligned allocation; the mask is in MASK or in `device_mask`, written on
-            // the engine's stream, which the slots' streams wait for.
-            unsafe {
-                session.launch_async(stream, plan.entry_point, config, |args| {
-                    args.arg(&*input);
-                    if let Some(mask) = &self.device_mask {
-                        args.arg(mask);
-                    }
-                    args.arg(output);
-                    args.arg(&params);
-                })?;
-            }
-            offset += count;
+        // SAFETY: `input` holds the chunk's `len` elements (uploaded before, in stream order)
+        // and `output` as many, distinct 16-byte aligned allocations; the mask is in MASK or in
+        // `device_mask`, written on the engine's stream, which the slots' streams wait for.
+        unsafe {
+            enqueue1d(
+                session,
+                &slot.stream,
+                (self.launch, self.taps, len),
+                &slot.input,
+                self.device_mask.as_ref(),
+                &mut slot.output,
+            )
         }
-        let end = slot.stream.record_event(timing).context(describe)?;
-        self.timings
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .push((start, end));
-        Ok(())
     }
 
     fn describe(&self, band: &Band) -> String {
@@ -133,55 +100,29 @@ impl Engine {
         if len > i64::MAX as usize / 2 {
             return Err(ConvError::TooLarge { len });
         }
-        let started = std::time::Instant::now();
-        let plan = launch.plan;
-        let mut session = self.session()?;
-        let device_mask = session.place_mask(plan, &taps.values)?;
-        let mask_bytes = device_mask.as_ref().map_or(0, |_| taps.values.len() * 4);
-        let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
-        let halo = (taps.left, taps.values.len() - 1 - taps.left);
-        let (bands, slots, elements) = plan_bands(len, 1, halo, budget.saturating_sub(mask_bytes))?;
-        let mut slots = session.take_slots(slots, elements)?;
-        // The bands run on the slots' streams: after the mask's upload.
-        session.order_after_engine_stream(&slots)?;
-        let mut times = HostTimes {
-            setup_ms: ms_since(started),
-            ..HostTimes::default()
+        let call = HostCall {
+            plan: launch.plan,
+            taps: &taps.values,
+            rows: len,
+            row_len: 1,
+            halo: (taps.left, taps.values.len() - 1 - taps.left),
         };
-        let work = SignalBands {
+        let work = |device_mask| SignalBands {
             input,
             taps,
             launch,
             device_mask,
-            timings: Mutex::new(Vec::with_capacity(bands.len())),
         };
-        let result = session.run_bands(
-            &mut slots,
-            &bands,
-            1,
-            &work,
-            |band, kept| {
-                let mut out =
-                    output.slice_axis_mut(ndarray::Axis(0), Slice::from(band.output.clone()));
-                match out.as_slice_mut() {
-                    Some(slice) => slice
-                        .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
-                        .zip(kept.par_chunks(MIN_ELEMENTS_PER_TASK))
-                        .for_each(|(o, k)| o.copy_from_slice(k)),
-                    None => copy_into_view(&mut out, kept),
-                }
-            },
-            &mut times,
-        );
-        session.return_slots(slots);
-        result?;
-        let timings = work
-            .timings
-            .into_inner()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        session.add_kernel_times(&timings)?;
-        self.record_host_times(times);
-        Ok(())
+        self.run_host_call(call, work, |band, kept| {
+            let mut out = output.slice_axis_mut(Axis(0), Slice::from(band.output.clone()));
+            match out.as_slice_mut() {
+                Some(slice) => slice
+                    .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
+                    .zip(kept.par_chunks(MIN_ELEMENTS_PER_TASK))
+                    .for_each(|(o, k)| o.copy_from_slice(k)),
+                None => copy_into_view(&mut out, kept),
+            }
+        })
     }
 }
 

@@ -1,13 +1,12 @@
 //! 1D operations on device arrays: the planned kernel enqueued on the engine's stream, from one
 //! device signal into another, without a host copy or a wait.
 
-use super::{Conv1dOptions, grid1d, orient};
+use super::{Conv1dOptions, enqueue1d, orient};
 use crate::device_array::DeviceArray;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::row_major;
 use crate::plan::Launch;
-use cudarc::driver::PushKernelArg;
 use ndarray::{ArrayBase, Data, Ix1};
 
 impl Engine {
@@ -49,14 +48,7 @@ impl Engine {
         flip: bool,
         output: &mut DeviceArray<Ix1>,
     ) -> Result<()> {
-        self.check_device(input)?;
-        self.check_device(output)?;
-        if input.shape() != output.shape() {
-            return Err(ConvError::ShapeMismatch {
-                expected: input.shape().to_vec(),
-                actual: output.shape().to_vec(),
-            });
-        }
+        self.check_pair(input, output)?;
         let taps = orient(&row_major(mask), options.origin, flip)?;
         let len = input.len();
         let plan = self.plan1d(len, taps.values.len(), options)?;
@@ -69,28 +61,18 @@ impl Engine {
         }
         let session = self.session()?;
         let device_mask = session.place_mask(&plan, &taps.values)?;
-        let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
-        let max_grid = u64::from(self.device().max_grid_dim.0).max(1);
-        let mut offset = 0;
-        while offset < blocks {
-            let count = (blocks - offset).min(max_grid);
-            let (config, params) = grid1d(launch, len, &taps, offset, count);
-            // SAFETY: the grid meets the conv1d kernels' contract (`grid1d`): both signals hold
-            // `len` elements (same shape, checked above; distinct allocations, as `&mut` makes
-            // them, 16-byte aligned), the mask is in MASK or `device_mask`, written on this
-            // stream before.
-            unsafe {
-                session.launch_async(&self.stream, plan.entry_point, config, |args| {
-                    args.arg(&input.data);
-                    if let Some(mask) = &device_mask {
-                        args.arg(mask);
-                    }
-                    args.arg(&mut output.data);
-                    args.arg(&params);
-                })?;
-            }
-            offset += count;
+        // SAFETY: both signals hold `len` elements (same shape, checked above; distinct
+        // allocations, as `&mut` makes them, 16-byte aligned); the mask is in MASK or in
+        // `device_mask`, written on this stream just before.
+        unsafe {
+            enqueue1d(
+                &session,
+                &self.stream,
+                (launch, &taps, len),
+                &input.data,
+                device_mask.as_ref(),
+                &mut output.data,
+            )
         }
-        Ok(())
     }
 }

@@ -17,9 +17,11 @@ use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major, try_zeros};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
-use crate::plan::{Launch, LaunchPlan};
-use cudarc::driver::{DeviceRepr, LaunchConfig};
+use crate::plan::{Launch, LaunchPlan, for_each_grid};
+use crate::session::Session;
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
+use std::sync::Arc;
 
 // SAFETY: `Conv1dParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
 // the kernels declare their by-value parameter (it is the same source file).
@@ -325,4 +327,38 @@ fn grid1d(
         shared_mem_bytes: plan.shared_memory_bytes,
     };
     (config, params)
+}
+
+/// Enqueues the grids over a signal of `len` elements on `stream`: the planned kernel reading
+/// `input` and `mask` (the global-mask kernels), writing `output`. Returns without waiting.
+///
+/// # Safety
+/// `input` and `output` are distinct buffers of at least `len` elements, 16-byte aligned; the
+/// mask is where the plan reads it (in MASK, or in `mask`), written before in `stream`'s order.
+pub(crate) unsafe fn enqueue1d(
+    session: &Session<'_>,
+    stream: &Arc<CudaStream>,
+    (launch, taps, len): (Launch<'_>, &Taps, usize),
+    input: &CudaSlice<f32>,
+    mask: Option<&CudaSlice<f32>>,
+    output: &mut CudaSlice<f32>,
+) -> Result<()> {
+    let plan = launch.plan;
+    let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;
+    let max_grid = u64::from(session.device().max_grid_dim.0);
+    for_each_grid(blocks, max_grid, |offset, count| {
+        let (config, params) = grid1d(launch, len, taps, offset, count);
+        // SAFETY: the grid meets the conv1d kernels' contract (`grid1d`), and the buffers and
+        // mask are as the caller's contract says.
+        unsafe {
+            session.launch_async(stream, plan.entry_point, config, |args| {
+                args.arg(input);
+                if let Some(mask) = mask {
+                    args.arg(mask);
+                }
+                args.arg(&mut *output);
+                args.arg(&params);
+            })
+        }
+    })
 }

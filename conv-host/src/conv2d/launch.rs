@@ -7,9 +7,10 @@ use crate::abi::{Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, 
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::options::Kernel;
-use crate::plan::{Launch, LaunchPlan};
+use crate::plan::{Launch, LaunchPlan, for_each_grid};
 use crate::session::Session;
-use cudarc::driver::LaunchConfig;
+use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use std::sync::Arc;
 
 /// Geometry of a pitched, interleaved image.
 #[derive(Clone, Copy)]
@@ -151,13 +152,63 @@ pub(super) fn uses_tensor_copies(plan: &LaunchPlan) -> bool {
     matches!(plan.kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma)
 }
 
-/// The box a tensor-copy kernel's map needs (see [`uses_tensor_copies`]).
-pub(super) fn tensor_box(plan: &LaunchPlan, mask: &Mask2d, channels: usize) -> (u32, u32) {
-    if plan.kernel == Kernel::SeparableTma {
+/// The tensor map a tensor-copy plan's kernel takes in `input`'s place, `None` for the other
+/// designs: `input` as an image of `shape` (`height` rows of `width * channels` elements,
+/// `pitch` apart) in the boxes the kernel's layout lands, uploaded on `stream`.
+pub(super) fn input_map(
+    session: &Session<'_>,
+    stream: &Arc<CudaStream>,
+    (plan, mask): (&LaunchPlan, &Mask2d),
+    shape: ImageShape,
+    input: &CudaSlice<f32>,
+) -> Result<Option<CudaSlice<u64>>> {
+    if !uses_tensor_copies(plan) {
+        return Ok(None);
+    }
+    let boxes = if plan.kernel == Kernel::SeparableTma {
         (TMA_BOX_WIDTH as u32, SEPARABLE_WIDE_CHUNK_ROWS)
     } else {
-        register_tiled_tma::box_dims(mask.rows, channels)
-    }
+        register_tiled_tma::box_dims(mask.rows, shape.channels)
+    };
+    let row = (shape.width * shape.channels) as u64;
+    let dims = (row, shape.height as u64, shape.pitch as u64);
+    session.tensor_map(stream, input, dims, boxes).map(Some)
+}
+
+/// Enqueues the grids of `grid` on `stream`: `plan`'s kernel reading `input` (or `map`, its
+/// tensor map) and `mask` (the global-mask kernels), writing `output`. Returns without waiting.
+///
+/// # Safety
+/// `input` and `output` are distinct buffers holding the image `grid` was made for (its
+/// `height` rows, `pitch` apart); the mask is where `plan` reads it (in MASK, or in `mask`),
+/// written before in `stream`'s order; `map`, given for the tensor-copy kernels, describes
+/// `input` ([`input_map`]).
+pub(super) unsafe fn enqueue2d(
+    session: &Session<'_>,
+    stream: &Arc<CudaStream>,
+    (plan, grid): (&LaunchPlan, &Grid2d),
+    (input, map): (&CudaSlice<f32>, Option<&CudaSlice<u64>>),
+    mask: Option<&CudaSlice<f32>>,
+    output: &mut CudaSlice<f32>,
+) -> Result<()> {
+    for_each_grid(grid.blocks_y, grid.max_grid_y, |offset, count| {
+        let (config, params) = grid.grid(offset, count);
+        // SAFETY: the grid meets the conv2d kernels' contract (`Grid2d::grid`), and the
+        // buffers, mask and map are as the caller's contract says.
+        unsafe {
+            session.launch_async(stream, plan.entry_point, config, |args| {
+                match map {
+                    Some(map) => args.arg(map),
+                    None => args.arg(input),
+                };
+                if let Some(mask) = mask {
+                    args.arg(mask);
+                }
+                args.arg(&mut *output);
+                args.arg(&params);
+            })
+        }
+    })
 }
 
 impl Engine {
@@ -175,17 +226,8 @@ impl Engine {
         let session = self.session()?;
         let grid = Grid2d::new(&session, shape, mask, launch)?;
         let mut buffers = session.stage(plan, image, &mask.values)?;
-        if uses_tensor_copies(plan) {
-            // Contract of the tensor-copy kernels: the map describes the input buffer as
-            // uploaded (`height` rows of `width * channels` elements, `pitch` apart) in the
-            // boxes the kernel's layout lands.
-            let elements = (shape.width * shape.channels) as u64;
-            session.set_tensor_map(
-                &mut buffers,
-                (elements, shape.height as u64, shape.pitch as u64),
-                tensor_box(plan, mask, shape.channels),
-            )?;
-        }
+        buffers.tensor_map =
+            input_map(&session, &self.stream, (plan, mask), shape, &buffers.input)?;
         // SAFETY: every grid meets the conv2d kernels' contract (`Grid2d::grid`): the buffers
         // staged above hold the image's rows, the mask is where the plan put it, and for the
         // tensor-copy kernels the map set above describes the input buffer.

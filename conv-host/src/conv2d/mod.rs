@@ -296,6 +296,27 @@ impl Engine {
         Ok((output, times))
     }
 
+    /// The oriented mask (the factors in place of the taps for the separable designs) and the
+    /// plan of one operation on an image of `(height, width, channels)`.
+    fn prepare2d<T: Data<Elem = f32>>(
+        &self,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+        flip: bool,
+        image: (usize, usize, usize),
+    ) -> Result<(Mask2d, LaunchPlan)> {
+        let mut mask = orient2d(mask, options.origin, flip)?;
+        let plan = self.plan_oriented(&mask, image, options)?;
+        if matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma) {
+            // The kernel reads the factors in place of the taps (the plan found them).
+            mask.values = separable::factor(&mask).ok_or(ConvError::InvalidLaunch {
+                kernel: plan.entry_point,
+                reason: "the mask is not separable".into(),
+            })?;
+        }
+        Ok((mask, plan))
+    }
+
     fn filter2d<S, T, D>(
         &self,
         image: &ArrayBase<S, D>,
@@ -311,16 +332,8 @@ impl Engine {
         D: ImageDim,
     {
         check_output(image, &output)?;
-        let mut mask = orient2d(mask, options.origin, flip)?;
         let (height, width, channels) = D::image_shape(image.shape());
-        let plan = self.plan_oriented(&mask, (height, width, channels), options)?;
-        if matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma) {
-            // The kernel reads the factors in place of the taps (the plan found them).
-            mask.values = separable::factor(&mask).ok_or(ConvError::InvalidLaunch {
-                kernel: plan.entry_point,
-                reason: "the mask is not separable".into(),
-            })?;
-        }
+        let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
         let launch = Launch::new(&plan, options.mode, options.clamp, timed_runs.unwrap_or(1))?;
         if image.is_empty() {
             return Ok(Vec::new());
