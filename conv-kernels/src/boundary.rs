@@ -1,6 +1,7 @@
 //! Values of the input beyond its ends ("ghost cells") under SciPy's boundary modes.
 
 use crate::abi::{MODE_MIRROR, MODE_NEAREST, MODE_REFLECT, MODE_WRAP};
+use crate::element::Real;
 
 /// `index mod period` in `[0, period)`, for `period >= 1`, without the checks of `rem_euclid`
 /// (division by zero and overflow cannot happen here, and the checks cost branches in every kernel).
@@ -55,31 +56,31 @@ pub fn fold_index(index: i64, len: i64, mode: u32) -> Option<i64> {
     }
 }
 
-/// A 1D input line in global memory with its boundary rule.
+/// A 1D input line of `T` in global memory with its boundary rule.
 #[derive(Clone, Copy)]
-pub struct Line {
-    data: *const f32,
+pub struct Line<T = f32> {
+    data: *const T,
     len: u64,
     mode: u32,
-    cval: f32,
+    cval: T,
 }
 
-impl Line {
+impl<T: Real> Line<T> {
     /// # Safety
-    /// `data` points to `len >= 1` readable `f32` for the kernel's lifetime.
+    /// `data` points to `len >= 1` readable `T` for the kernel's lifetime.
     #[inline(always)]
-    pub unsafe fn new(data: *const f32, len: u64, mode: u32, cval: f32) -> Self {
+    pub unsafe fn new(data: *const T, len: u64, mode: u32, cval: f32) -> Self {
         Self {
             data,
             len,
             mode,
-            cval,
+            cval: T::from_f32(cval),
         }
     }
 
     /// Element `index` of the extended line; `index` may lie anywhere.
     #[inline(always)]
-    pub fn at(self, index: i64) -> f32 {
+    pub fn at(self, index: i64) -> T {
         // A negative index wraps to a huge u64, so one comparison tests both ends.
         let inside = (index as u64) < self.len;
         let source = if inside {
@@ -105,24 +106,24 @@ fn fold_axis(index: i64, len: u64, mode: u32) -> Option<i64> {
     }
 }
 
-/// A pitched, interleaved image in global memory with its boundary rule.
+/// A pitched, interleaved image of `T` in global memory with its boundary rule.
 #[derive(Clone, Copy)]
-pub struct Plane {
-    data: *const f32,
+pub struct Plane<T = f32> {
+    data: *const T,
     pitch: u64,
     height: u64,
     width: u64,
     channels: u64,
     mode: u32,
-    cval: f32,
+    cval: T,
 }
 
-impl Plane {
+impl<T: Real> Plane<T> {
     /// # Safety
-    /// `data` points to `height` rows of `pitch >= width * channels` readable `f32`, with
+    /// `data` points to `height` rows of `pitch >= width * channels` readable `T`, with
     /// `height, width, channels >= 1`, for the kernel's lifetime.
     #[inline(always)]
-    pub unsafe fn new(data: *const f32, p: &crate::abi::Conv2dParams) -> Self {
+    pub unsafe fn new(data: *const T, p: &crate::abi::Conv2dParams) -> Self {
         Self {
             data,
             pitch: p.pitch,
@@ -130,7 +131,7 @@ impl Plane {
             width: u64::from(p.width),
             channels: u64::from(p.channels),
             mode: p.mode,
-            cval: p.cval,
+            cval: T::from_f32(p.cval),
         }
     }
 
@@ -142,7 +143,7 @@ impl Plane {
 
     /// Channel `c` of pixel `x` (may lie outside) in a row from [`Plane::row`].
     #[inline(always)]
-    pub fn in_row(self, row: Option<u64>, x: i64, c: u64) -> f32 {
+    pub fn in_row(self, row: Option<u64>, x: i64, c: u64) -> T {
         match (row, fold_axis(x, self.width, self.mode)) {
             // SAFETY: the row and the column were folded into the image, and `c < channels`.
             (Some(row), Some(x)) => unsafe {
@@ -166,7 +167,7 @@ impl Plane {
     /// cells read element (0, 0) and discard it, so the load needs no branch and a warp's
     /// loads all go out before the first of them returns.
     #[inline(always)]
-    pub fn at(self, row: Option<u64>, column: Option<u64>) -> f32 {
+    pub fn at(self, row: Option<u64>, column: Option<u64>) -> T {
         let inside = row.is_some() && column.is_some();
         let offset = row.unwrap_or(0) + column.unwrap_or(0);
         // SAFETY: the row and the column were folded into the image, or both are 0.
@@ -176,7 +177,7 @@ impl Plane {
 
     /// Element `element` (= `x * channels + c`, may lie outside) of a row from [`Plane::row`].
     #[inline(always)]
-    pub fn element_in_row(self, row: Option<u64>, element: i64) -> f32 {
+    pub fn element_in_row(self, row: Option<u64>, element: i64) -> T {
         let channels = self.channels as i64;
         let x = floor_div(element, channels);
         self.in_row(row, x, (element - x * channels) as u64)

@@ -6,10 +6,12 @@
 //! `SharedTile::load(k)` instead of carrying inline assembly.
 
 use crate::abi::MASK_CAPACITY;
+use crate::element::Real;
 use core::arch::{asm, global_asm, nvptx};
 
+// Aligned to 8 bytes: `f64` kernels read the same symbol as `MASK_CAPACITY / 2` doubles.
 global_asm!(
-    ".const .align 4 .f32 MASK[{capacity}];",
+    ".const .align 8 .f32 MASK[{capacity}];",
     capacity = const MASK_CAPACITY,
 );
 // Aligned to 128 bytes: tensor copies (`separable_tma`) write boxes at 128-byte aligned offsets.
@@ -51,6 +53,13 @@ pub fn block_idx_x() -> u64 {
 pub fn block_dim_x() -> u64 {
     // SAFETY: reads a special register; always defined inside a kernel.
     unsafe { nvptx::_block_dim_x() as u64 }
+}
+
+/// `gridDim.x`.
+#[inline(always)]
+pub fn grid_dim_x() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_grid_dim_x() as u64 }
 }
 
 /// `threadIdx.y`.
@@ -167,10 +176,10 @@ pub unsafe fn prefetch_l2(address: *const f32) {
     }
 }
 
-/// Where a kernel reads its mask taps from.
-pub trait Mask: Copy {
+/// Where a kernel reads its mask taps of type `T` from.
+pub trait Mask<T: Real = f32>: Copy {
     /// Tap `j`; `j` is below the mask length the host uploaded.
-    fn tap(self, j: u64) -> f32;
+    fn tap(self, j: u64) -> T;
 }
 
 /// The mask in the constant-memory symbol `MASK`, uploaded by the host before the launch.
@@ -178,31 +187,22 @@ pub trait Mask: Copy {
 #[derive(Clone, Copy)]
 pub struct ConstantMask;
 
-impl Mask for ConstantMask {
+impl<T: Real> Mask<T> for ConstantMask {
     #[inline(always)]
-    fn tap(self, j: u64) -> f32 {
-        let value: f32;
-        // SAFETY: `j < MASK_CAPACITY` (the host routes longer masks to `GlobalMask`). The symbol
-        // is not written while a kernel runs, so the load is pure and may be hoisted or merged.
-        unsafe {
-            asm!(
-                "{{ .reg .u64 addr; mov.u64 addr, MASK; add.u64 addr, addr, {offset}; ld.const.f32 {value}, [addr]; }}",
-                offset = in(reg64) j * 4,
-                value = out(reg32) value,
-                options(pure, nomem, nostack),
-            );
-        }
-        value
+    fn tap(self, j: u64) -> T {
+        // SAFETY: `j` is below the taps the host uploaded (`MASK_CAPACITY` bytes' worth at
+        // most: the host routes longer masks to `GlobalMask`).
+        unsafe { T::constant_tap(j) }
     }
 }
 
 /// A mask in global memory (the basic kernels, and masks longer than `MASK_CAPACITY`).
 #[derive(Clone, Copy)]
-pub struct GlobalMask(pub *const f32);
+pub struct GlobalMask<T = f32>(pub *const T);
 
-impl Mask for GlobalMask {
+impl<T: Real> Mask<T> for GlobalMask<T> {
     #[inline(always)]
-    fn tap(self, j: u64) -> f32 {
+    fn tap(self, j: u64) -> T {
         // SAFETY: the host passes a device buffer holding at least `mask_len > j` taps.
         unsafe { *self.0.add(j as usize) }
     }
@@ -220,6 +220,29 @@ impl SharedTile {
             asm!("mov.u64 {base}, DYNAMIC_SMEM;", base = out(reg64) base, options(pure, nomem, nostack));
         }
         base + index * 4
+    }
+
+    /// Writes element `index` of the tile seen as an array of `T`.
+    ///
+    /// # Safety
+    /// `index` is below the count of `T` the launch reserved.
+    #[inline(always)]
+    pub unsafe fn store_real<T: Real>(index: u64, value: T) {
+        let address = Self::address(0) + index * size_of::<T>() as u64;
+        // SAFETY: in bounds by the caller's contract, aligned (the symbol is `.align 128`).
+        unsafe { T::store_shared(address, value) }
+    }
+
+    /// Reads element `index` of the tile seen as an array of `T`.
+    ///
+    /// # Safety
+    /// `index` is below the count of `T` the launch reserved, stored before the last
+    /// `sync_threads`.
+    #[inline(always)]
+    pub unsafe fn load_real<T: Real>(index: u64) -> T {
+        let address = Self::address(0) + index * size_of::<T>() as u64;
+        // SAFETY: in bounds and written by the caller's contract, aligned.
+        unsafe { T::load_shared(address) }
     }
 
     /// Writes element `index`.

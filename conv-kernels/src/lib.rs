@@ -7,6 +7,8 @@
 //! - [`gpu`]: the device-side layer (thread indices, barrier, constant-memory mask, shared tile);
 //! - [`abi`]: launch parameters shared, source for source, with the host launcher;
 //! - [`boundary`]: ghost-cell values for SciPy's boundary modes;
+//! - [`element`]: the types kernels add in and store; [`convert`]: the device-side conversions
+//!   between storage types and `f32`;
 //! - [`conv1d`], [`conv2d`]: the kernels, one module per design family (the textbook designs,
 //!   register-tiled, separable, and the tensor-copy designs of the `--cfg conv_hopper` build);
 //! - [`bandwidth`]: the SM copy kernel the benchmark measures as the SMs' memory roofline.
@@ -53,6 +55,8 @@ pub mod bandwidth;
 pub mod boundary;
 pub mod conv1d;
 pub mod conv2d;
+pub mod convert;
+pub mod element;
 pub mod gpu;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.

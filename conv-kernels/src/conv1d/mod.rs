@@ -11,7 +11,8 @@
 use crate::abi::Conv1dParams;
 #[cfg(doc)]
 use crate::boundary::Line;
-use crate::gpu::{block_dim_x, block_idx_x, clamp_keeping_nan};
+use crate::element::Real;
+use crate::gpu::{block_dim_x, block_idx_x};
 
 pub mod register_tiled;
 pub mod textbook;
@@ -24,6 +25,6 @@ fn tile_start(p: &Conv1dParams) -> u64 {
 
 /// The output clamp of these parameters.
 #[inline(always)]
-fn clamp(value: f32, p: &Conv1dParams) -> f32 {
-    clamp_keeping_nan(value, p.clamp_lo, p.clamp_hi)
+fn clamp<T: Real>(value: T, p: &Conv1dParams) -> T {
+    value.clamp_to(p.clamp_lo, p.clamp_hi)
 }

@@ -1,14 +1,14 @@
 //! The four 1D designs of the textbook chapter and tutorial, one thread per output element:
 //! thread `t` of block `b` owns output `(block_offset + b) * blockDim.x + t`. The bodies are
-//! generic over where the mask lives ([`Mask`]), so each design exists once in source and twice
-//! in PTX: constant-memory mask and global-memory mask.
+//! generic over where the mask lives ([`Mask`]) and over the type they read, add in and write
+//! ([`Real`]: `f32`, and `f64`, whose entry points end in `_f64`), so each design exists once in
+//! source and four times in PTX.
 
 use super::{clamp, tile_start};
 use crate::abi::Conv1dParams;
 use crate::boundary::Line;
-use crate::gpu::{
-    ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, fma, sync_threads, thread_idx_x,
-};
+use crate::element::Real;
+use crate::gpu::{ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, sync_threads, thread_idx_x};
 
 /// Basic design (textbook Fig. 7.6/7.8): each thread reads its `mask_len` inputs straight from
 /// global memory, ghost cells through the boundary mode.
@@ -16,7 +16,12 @@ use crate::gpu::{
 /// # Safety
 /// `input` and `output` hold `p.len >= 1` elements and do not overlap.
 #[inline(always)]
-unsafe fn direct<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv1dParams) {
+unsafe fn direct<T: Real, M: Mask<T>>(
+    input: *const T,
+    mask: M,
+    output: *mut T,
+    p: &Conv1dParams,
+) {
     let i = tile_start(p) + thread_idx_x();
     if i >= p.len {
         return;
@@ -24,9 +29,9 @@ unsafe fn direct<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv
     // SAFETY: `input` holds `p.len` elements (caller).
     let line = unsafe { Line::new(input, p.len, p.mode, p.cval) };
     let first = i as i64 - p.left as i64;
-    let mut acc = 0.0f32;
+    let mut acc = T::ZERO;
     for j in 0..p.mask_len {
-        acc = fma(mask.tap(j), line.at(first + j as i64), acc);
+        acc = T::fma(mask.tap(j), line.at(first + j as i64), acc);
     }
     // SAFETY: `i < p.len`.
     unsafe { *output.add(i as usize) = clamp(acc, p) };
@@ -38,9 +43,15 @@ unsafe fn direct<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv
 /// the tile is loaded in several steps. One barrier, then every tap is read from shared memory.
 ///
 /// # Safety
-/// As [`direct`]; the launch reserves `(blockDim.x + mask_len - 1) * 4` bytes of shared memory.
+/// As [`direct`]; the launch reserves `(blockDim.x + mask_len - 1) * size_of::<T>()` bytes of
+/// shared memory.
 #[inline(always)]
-unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv1dParams) {
+unsafe fn tiled<T: Real, M: Mask<T>>(
+    input: *const T,
+    mask: M,
+    output: *mut T,
+    p: &Conv1dParams,
+) {
     let threads = block_dim_x();
     let tid = thread_idx_x();
     let start = tile_start(p);
@@ -51,7 +62,7 @@ unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv1
     let mut s = tid;
     while s < span {
         // SAFETY: `s < span`, the reserved element count.
-        unsafe { SharedTile::store(s, line.at(first + s as i64)) };
+        unsafe { SharedTile::store_real(s, line.at(first + s as i64)) };
         s += threads;
     }
     sync_threads();
@@ -59,10 +70,10 @@ unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv1
     if i >= p.len {
         return;
     }
-    let mut acc = 0.0f32;
+    let mut acc = T::ZERO;
     for j in 0..p.mask_len {
         // SAFETY: `tid + j < threads + mask_len - 1 = span`, stored before the barrier.
-        acc = fma(mask.tap(j), unsafe { SharedTile::load(tid + j) }, acc);
+        acc = T::fma(mask.tap(j), unsafe { SharedTile::load_real(tid + j) }, acc);
     }
     // SAFETY: `i < p.len`.
     unsafe { *output.add(i as usize) = clamp(acc, p) };
@@ -73,9 +84,14 @@ unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv1
 /// from global memory, where the neighbouring block's loads have most likely left them in L2.
 ///
 /// # Safety
-/// As [`direct`]; the launch reserves `blockDim.x * 4` bytes of shared memory.
+/// As [`direct`]; the launch reserves `blockDim.x * size_of::<T>()` bytes of shared memory.
 #[inline(always)]
-unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv1dParams) {
+unsafe fn tiled_l2<T: Real, M: Mask<T>>(
+    input: *const T,
+    mask: M,
+    output: *mut T,
+    p: &Conv1dParams,
+) {
     let tid = thread_idx_x();
     let start = tile_start(p);
     let i = start + tid;
@@ -83,7 +99,7 @@ unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Co
     // before it, the compiler cannot duplicate the barrier into divergent paths.
     let source = if i < p.len { i } else { 0 };
     // SAFETY: `tid < blockDim.x`, the reserved count; `source < p.len`.
-    unsafe { SharedTile::store(tid, *input.add(source as usize)) };
+    unsafe { SharedTile::store_real(tid, *input.add(source as usize)) };
     sync_threads();
     if i >= p.len {
         return;
@@ -92,106 +108,68 @@ unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Co
     let line = unsafe { Line::new(input, p.len, p.mode, p.cval) };
     let end = (start + block_dim_x()).min(p.len);
     let first = i as i64 - p.left as i64;
-    let mut acc = 0.0f32;
+    let mut acc = T::ZERO;
     for j in 0..p.mask_len {
         let k = first + j as i64;
         let value = if k >= start as i64 && k < end as i64 {
             // SAFETY: `k - start < blockDim.x`, stored before the barrier since `k < p.len`.
-            unsafe { SharedTile::load(k as u64 - start) }
+            unsafe { SharedTile::load_real(k as u64 - start) }
         } else {
             line.at(k)
         };
-        acc = fma(mask.tap(j), value, acc);
+        acc = T::fma(mask.tap(j), value, acc);
     }
     // SAFETY: `i < p.len`.
     unsafe { *output.add(i as usize) = clamp(acc, p) };
 }
 
-/// Basic kernel, mask in global memory. Launch: 1D grid, any block size.
-///
-/// # Safety
-/// `input`/`output` hold `p.len` elements, `mask` holds `p.mask_len`; no overlap with `output`.
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_basic(
-    input: *const f32,
-    mask: *const f32,
-    output: *mut f32,
-    p: Conv1dParams,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { direct(input, GlobalMask(mask), output, &p) }
+/// Declares the constant-memory and global-memory entry points of one design for one type.
+/// Launch: 1D grid, any block size; shared memory as the design says.
+macro_rules! entry_points {
+    ($design:ident, $t:ty, $constant:ident, $global:ident, $doc:literal) => {
+        #[doc = concat!($doc, " Mask in constant memory (uploaded before the launch).")]
+        ///
+        /// # Safety
+        /// `input`/`output` hold `p.len` elements and do not overlap; the mask's `p.mask_len`
+        /// taps are in `MASK`; shared memory as the design requires.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $constant(input: *const $t, output: *mut $t, p: Conv1dParams) {
+            // SAFETY: forwarded contract.
+            unsafe { $design(input, ConstantMask, output, &p) }
+        }
+
+        #[doc = concat!($doc, " Mask in global memory.")]
+        ///
+        /// # Safety
+        /// As the constant-memory variant; `mask` holds `p.mask_len` taps.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $global(
+            input: *const $t,
+            mask: *const $t,
+            output: *mut $t,
+            p: Conv1dParams,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { $design(input, GlobalMask(mask), output, &p) }
+        }
+    };
 }
 
-/// Basic kernel, mask in constant memory (`mask_len <= MASK_CAPACITY`, uploaded before launch).
-///
-/// # Safety
-/// As [`conv1d_basic`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_constant_mask(
-    input: *const f32,
-    output: *mut f32,
-    p: Conv1dParams,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { direct(input, ConstantMask, output, &p) }
-}
-
-/// Tiled kernel with shared-memory halo, constant-memory mask.
-/// Dynamic shared memory: `(blockDim.x + mask_len - 1) * 4` bytes.
-///
-/// # Safety
-/// As [`conv1d_constant_mask`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_tiled(
-    input: *const f32,
-    output: *mut f32,
-    p: Conv1dParams,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { tiled(input, ConstantMask, output, &p) }
-}
-
-/// Tiled kernel with shared-memory halo, global-memory mask (masks over `MASK_CAPACITY`).
-///
-/// # Safety
-/// As [`conv1d_basic`]; shared memory as [`conv1d_tiled`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_tiled_global_mask(
-    input: *const f32,
-    mask: *const f32,
-    output: *mut f32,
-    p: Conv1dParams,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { tiled(input, GlobalMask(mask), output, &p) }
-}
-
-/// Tiled kernel with halos through L2, constant-memory mask.
-/// Dynamic shared memory: `blockDim.x * 4` bytes.
-///
-/// # Safety
-/// As [`conv1d_constant_mask`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2(
-    input: *const f32,
-    output: *mut f32,
-    p: Conv1dParams,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { tiled_l2(input, ConstantMask, output, &p) }
-}
-
-/// Tiled kernel with halos through L2, global-memory mask (masks over `MASK_CAPACITY`).
-///
-/// # Safety
-/// As [`conv1d_basic`]; shared memory as [`conv1d_tiled_l2`].
-#[unsafe(no_mangle)]
-pub unsafe extern "ptx-kernel" fn conv1d_tiled_l2_global_mask(
-    input: *const f32,
-    mask: *const f32,
-    output: *mut f32,
-    p: Conv1dParams,
-) {
-    // SAFETY: forwarded contract.
-    unsafe { tiled_l2(input, GlobalMask(mask), output, &p) }
-}
+entry_points!(direct, f32, conv1d_constant_mask, conv1d_basic, "Basic 1D kernel.");
+entry_points!(direct, f64, conv1d_constant_mask_f64, conv1d_basic_f64, "Basic 1D kernel, `f64`.");
+entry_points!(tiled, f32, conv1d_tiled, conv1d_tiled_global_mask, "Tiled 1D kernel, halo in shared memory.");
+entry_points!(
+    tiled,
+    f64,
+    conv1d_tiled_f64,
+    conv1d_tiled_global_mask_f64,
+    "Tiled 1D kernel, halo in shared memory, `f64`."
+);
+entry_points!(tiled_l2, f32, conv1d_tiled_l2, conv1d_tiled_l2_global_mask, "Tiled 1D kernel, halo through L2.");
+entry_points!(
+    tiled_l2,
+    f64,
+    conv1d_tiled_l2_f64,
+    conv1d_tiled_l2_global_mask_f64,
+    "Tiled 1D kernel, halo through L2, `f64`."
+);

@@ -17,7 +17,7 @@
 //! - [`strip`] and [`wide`]: the building blocks the wide and streaming designs share.
 
 use crate::abi::Conv2dParams;
-use crate::gpu::clamp_keeping_nan;
+use crate::element::Real;
 
 pub mod register_tiled;
 #[cfg(conv_hopper)]
@@ -32,8 +32,8 @@ pub mod wide;
 
 /// The output clamp of these parameters.
 #[inline(always)]
-fn clamp(value: f32, p: &Conv2dParams) -> f32 {
-    clamp_keeping_nan(value, p.clamp_lo, p.clamp_hi)
+fn clamp<T: Real>(value: T, p: &Conv2dParams) -> T {
+    value.clamp_to(p.clamp_lo, p.clamp_hi)
 }
 
 /// Elements per row.

@@ -1,12 +1,14 @@
 //! The four 2D designs of the textbook chapter, the tutorial and the course report. Every
-//! thread owns at most one output.
+//! thread owns at most one output. Each design is generic over the type it reads, adds in and
+//! writes ([`Real`]: `f32`, and `f64`, whose entry points end in `_f64`).
 
 use super::{clamp, row_elements};
 use crate::abi::Conv2dParams;
 use crate::boundary::Plane;
+use crate::element::Real;
 use crate::gpu::{
     ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, block_dim_y, block_idx_x, block_idx_y,
-    fma, sync_threads, thread_idx_x, thread_idx_y,
+    sync_threads, thread_idx_x, thread_idx_y,
 };
 
 /// Basic design (course report's global-memory kernel): thread `(e, y)` reads its
@@ -15,7 +17,7 @@ use crate::gpu::{
 /// # Safety
 /// `input` and `output` are pitched images as `p` describes; they do not overlap.
 #[inline(always)]
-unsafe fn direct<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv2dParams) {
+unsafe fn direct<T: Real, M: Mask<T>>(input: *const T, mask: M, output: *mut T, p: &Conv2dParams) {
     let e = block_idx_x() * block_dim_x() + thread_idx_x();
     let y = (u64::from(p.block_offset_y) + block_idx_y()) * block_dim_y() + thread_idx_y();
     if e >= row_elements(p) || y >= u64::from(p.height) {
@@ -31,17 +33,17 @@ unsafe fn direct<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv
 /// Output element `e` of row `y` (both inside the image), clamped: every tap read through the
 /// boundary mode.
 #[inline(always)]
-fn output_at<M: Mask>(image: Plane, mask: M, p: &Conv2dParams, e: u64, y: u64) -> f32 {
+fn output_at<T: Real, M: Mask<T>>(image: Plane<T>, mask: M, p: &Conv2dParams, e: u64, y: u64) -> T {
     let channels = u64::from(p.channels);
     let (x, c) = ((e / channels) as i64, e % channels);
     let first_y = y as i64 - i64::from(p.top);
     let first_x = x - i64::from(p.left);
-    let mut acc = 0.0f32;
+    let mut acc = T::ZERO;
     for i in 0..u64::from(p.mask_h) {
         let row = image.row(first_y + i as i64);
         for j in 0..u64::from(p.mask_w) {
             let tap = mask.tap(i * u64::from(p.mask_w) + j);
-            acc = fma(tap, image.in_row(row, first_x + j as i64, c), acc);
+            acc = T::fma(tap, image.in_row(row, first_x + j as i64, c), acc);
         }
     }
     clamp(acc, p)
@@ -57,9 +59,9 @@ fn output_at<M: Mask>(image: Plane, mask: M, p: &Conv2dParams, e: u64, y: u64) -
 ///
 /// # Safety
 /// As [`direct`]; the launch reserves `(out_tile_h + mask_h - 1) * region_w * 4` bytes of shared
-/// memory, `region_w = out_tile_w + (mask_w - 1) * channels` (PERFORMANCE.md).
+/// memory (8 for `f64`), `region_w = out_tile_w + (mask_w - 1) * channels` (PERFORMANCE.md).
 #[inline(always)]
-unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv2dParams) {
+unsafe fn tiled<T: Real, M: Mask<T>>(input: *const T, mask: M, output: *mut T, p: &Conv2dParams) {
     let (tx, ty) = (thread_idx_x(), thread_idx_y());
     let (threads_x, threads_y) = (block_dim_x(), block_dim_y());
     let channels = u64::from(p.channels);
@@ -79,7 +81,7 @@ unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv2
         while rx < region_w {
             let value = image.element_in_row(row, first_e + rx as i64);
             // SAFETY: `ry < region_h`, `rx < region_w`: inside the reserved region.
-            unsafe { SharedTile::store(ry * region_w + rx, value) };
+            unsafe { SharedTile::store_real(ry * region_w + rx, value) };
             rx += threads_x;
         }
         ry += threads_y;
@@ -89,13 +91,13 @@ unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv2
     if tx >= tile_w || ty >= tile_h || e >= row_elements(p) || y >= u64::from(p.height) {
         return;
     }
-    let mut acc = 0.0f32;
+    let mut acc = T::ZERO;
     for i in 0..u64::from(p.mask_h) {
         let row = (ty + i) * region_w + tx;
         for j in 0..u64::from(p.mask_w) {
             let tap = mask.tap(i * u64::from(p.mask_w) + j);
             // SAFETY: `ty + i < region_h` and `tx + j * channels < region_w`.
-            acc = fma(tap, unsafe { SharedTile::load(row + j * channels) }, acc);
+            acc = T::fma(tap, unsafe { SharedTile::load_real(row + j * channels) }, acc);
         }
     }
     // SAFETY: `y < height` and `e < width * channels <= pitch`.
@@ -108,9 +110,15 @@ unsafe fn tiled<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv2
 /// most likely left them in L2.
 ///
 /// # Safety
-/// As [`direct`]; the launch reserves `blockDim.x * blockDim.y * 4` bytes of shared memory.
+/// As [`direct`]; the launch reserves `blockDim.x * blockDim.y * size_of::<T>()` bytes of shared
+/// memory.
 #[inline(always)]
-unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Conv2dParams) {
+unsafe fn tiled_l2<T: Real, M: Mask<T>>(
+    input: *const T,
+    mask: M,
+    output: *mut T,
+    p: &Conv2dParams,
+) {
     let (tx, ty) = (thread_idx_x(), thread_idx_y());
     let (threads_x, threads_y) = (block_dim_x(), block_dim_y());
     let e0 = block_idx_x() * threads_x;
@@ -122,7 +130,7 @@ unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Co
     // branch before it, the compiler cannot duplicate the barrier into divergent paths.
     let source = if inside { y * p.pitch + e } else { 0 };
     // SAFETY: `source` is inside the image; `ty * threads_x + tx` is below the reserved count.
-    unsafe { SharedTile::store(ty * threads_x + tx, *input.add(source as usize)) };
+    unsafe { SharedTile::store_real(ty * threads_x + tx, *input.add(source as usize)) };
     sync_threads();
     if !inside {
         return;
@@ -134,7 +142,7 @@ unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Co
     let (x, c) = ((e / channels) as i64, e % channels);
     let first_y = y as i64 - i64::from(p.top);
     let first_x = x - i64::from(p.left);
-    let mut acc = 0.0f32;
+    let mut acc = T::ZERO;
     for i in 0..u64::from(p.mask_h) {
         let yy = first_y + i as i64;
         let row_in_tile = yy >= y0 as i64 && yy < y_end as i64;
@@ -144,31 +152,27 @@ unsafe fn tiled_l2<M: Mask>(input: *const f32, mask: M, output: *mut f32, p: &Co
             let ee = xx * channels as i64 + c as i64;
             let value = if row_in_tile && ee >= e0 as i64 && ee < e_end as i64 {
                 // SAFETY: inside this block's tile, stored before the barrier.
-                unsafe { SharedTile::load((yy as u64 - y0) * threads_x + (ee as u64 - e0)) }
+                unsafe { SharedTile::load_real((yy as u64 - y0) * threads_x + (ee as u64 - e0)) }
             } else {
                 image.in_row(row, xx, c)
             };
-            acc = fma(mask.tap(i * u64::from(p.mask_w) + j), value, acc);
+            acc = T::fma(mask.tap(i * u64::from(p.mask_w) + j), value, acc);
         }
     }
     // SAFETY: `y < height` and `e < width * channels <= pitch`.
     unsafe { *output.add((y * p.pitch + e) as usize) = clamp(acc, p) };
 }
 
-/// Declares the constant-memory and global-memory entry points of one design.
+/// Declares the constant-memory and global-memory entry points of one design for one type.
 macro_rules! entry_points {
-    ($design:ident, $constant:ident, $global:ident, $doc:literal) => {
-        #[doc = concat!($doc, " Mask in constant memory (`mask_h * mask_w <= MASK_CAPACITY`).")]
+    ($design:ident, $t:ty, $constant:ident, $global:ident, $doc:literal) => {
+        #[doc = concat!($doc, " Mask in constant memory (`MASK_CAPACITY` bytes of `f32`).")]
         ///
         /// # Safety
         /// `input`/`output` are pitched images as `p` describes, not overlapping; the mask was
         /// uploaded to `MASK`; shared memory as the design requires.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $constant(
-            input: *const f32,
-            output: *mut f32,
-            p: Conv2dParams,
-        ) {
+        pub unsafe extern "ptx-kernel" fn $constant(input: *const $t, output: *mut $t, p: Conv2dParams) {
             // SAFETY: forwarded contract.
             unsafe { $design(input, ConstantMask, output, &p) }
         }
@@ -179,9 +183,9 @@ macro_rules! entry_points {
         /// As the constant-memory variant; `mask` holds `mask_h * mask_w` taps.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $global(
-            input: *const f32,
-            mask: *const f32,
-            output: *mut f32,
+            input: *const $t,
+            mask: *const $t,
+            output: *mut $t,
             p: Conv2dParams,
         ) {
             // SAFETY: forwarded contract.
@@ -190,21 +194,33 @@ macro_rules! entry_points {
     };
 }
 
-entry_points!(
-    direct,
-    conv2d_constant_mask,
-    conv2d_basic,
-    "Basic 2D kernel."
-);
+entry_points!(direct, f32, conv2d_constant_mask, conv2d_basic, "Basic 2D kernel.");
+entry_points!(direct, f64, conv2d_constant_mask_f64, conv2d_basic_f64, "Basic 2D kernel, `f64`.");
 entry_points!(
     tiled,
+    f32,
     conv2d_tiled,
     conv2d_tiled_global_mask,
     "Tiled 2D kernel, halo in shared memory."
 );
 entry_points!(
+    tiled,
+    f64,
+    conv2d_tiled_f64,
+    conv2d_tiled_global_mask_f64,
+    "Tiled 2D kernel, halo in shared memory, `f64`."
+);
+entry_points!(
     tiled_l2,
+    f32,
     conv2d_tiled_l2,
     conv2d_tiled_l2_global_mask,
     "Tiled 2D kernel, halo through L2."
+);
+entry_points!(
+    tiled_l2,
+    f64,
+    conv2d_tiled_l2_f64,
+    conv2d_tiled_l2_global_mask_f64,
+    "Tiled 2D kernel, halo through L2, `f64`."
 );

@@ -1,0 +1,212 @@
+//! Element types: the types kernels add in ([`Real`]: `f32`, and `f64` for `f64` data) and the
+//! narrower storage types they convert from and to ([`Element`]: `u8`, `u16`, IEEE half
+//! precision as [`Half`], and `f32`).
+//!
+//! Each design is written once over `T: Real`; the storage types reach the `f32` designs
+//! through the conversion kernels of [`convert`](crate::convert), which widen an input to `f32`
+//! and narrow an output from it.
+
+use core::arch::asm;
+
+/// A type the kernels accumulate in, read masks in and stage tiles in: `f32` or `f64`.
+pub trait Real: Copy + PartialOrd {
+    /// Zero.
+    const ZERO: Self;
+    /// `a * b + c`, rounded once.
+    fn fma(a: Self, b: Self, c: Self) -> Self;
+    /// A launch parameter (the constant of `MODE_CONSTANT`, the clamp bounds), exactly.
+    fn from_f32(value: f32) -> Self;
+    /// Tap `j` of the mask in the constant-memory symbol `MASK`.
+    ///
+    /// # Safety
+    /// The host uploaded at least `j + 1` taps of this type to `MASK`.
+    unsafe fn constant_tap(j: u64) -> Self;
+    /// Reads the shared-window address `address`.
+    ///
+    /// # Safety
+    /// The address lies in the block's reserved shared memory, aligned for `Self`, written
+    /// before the last barrier.
+    unsafe fn load_shared(address: u64) -> Self;
+    /// Writes the shared-window address `address`.
+    ///
+    /// # Safety
+    /// The address lies in the block's reserved shared memory, aligned for `Self`.
+    unsafe fn store_shared(address: u64, value: Self);
+
+    /// `self` limited to `[lo, hi]`. Written as comparisons, which are false for NaN, so NaN
+    /// passes through.
+    #[inline(always)]
+    fn clamp_to(self, lo: f32, hi: f32) -> Self {
+        let (lo, hi) = (Self::from_f32(lo), Self::from_f32(hi));
+        if self < lo {
+            lo
+        } else if self > hi {
+            hi
+        } else {
+            self
+        }
+    }
+}
+
+/// Implements [`Real`] for a float type: its PTX type name, register class and size.
+macro_rules! real {
+    ($t:ty, $ptx:literal, $class:ident, $bytes:literal, $fma:path) => {
+        impl Real for $t {
+            const ZERO: Self = 0.0;
+
+            #[inline(always)]
+            fn fma(a: Self, b: Self, c: Self) -> Self {
+                $fma(a, b, c)
+            }
+
+            #[inline(always)]
+            fn from_f32(value: f32) -> Self {
+                value as $t
+            }
+
+            #[inline(always)]
+            unsafe fn constant_tap(j: u64) -> Self {
+                let value: $t;
+                // SAFETY: `MASK` holds tap `j` (caller); `MASK` is 8-byte aligned. The symbol is
+                // not written while a kernel runs, so the load is pure and may be hoisted.
+                unsafe {
+                    asm!(
+                        concat!(
+                            "{{ .reg .u64 addr; mov.u64 addr, MASK; add.u64 addr, addr, {offset}; ",
+                            "ld.const.", $ptx, " {value}, [addr]; }}"
+                        ),
+                        offset = in(reg64) j * $bytes,
+                        value = out($class) value,
+                        options(pure, nomem, nostack),
+                    );
+                }
+                value
+            }
+
+            #[inline(always)]
+            unsafe fn load_shared(address: u64) -> Self {
+                let value: $t;
+                // SAFETY: in bounds and aligned (caller); `readonly` keeps it after the barrier.
+                unsafe {
+                    asm!(
+                        concat!("ld.shared.", $ptx, " {value}, [{addr}];"),
+                        addr = in(reg64) address,
+                        value = out($class) value,
+                        options(pure, readonly, nostack),
+                    );
+                }
+                value
+            }
+
+            #[inline(always)]
+            unsafe fn store_shared(address: u64, value: Self) {
+                // SAFETY: in bounds and aligned (caller); touches only this block's tile.
+                unsafe {
+                    asm!(
+                        concat!("st.shared.", $ptx, " [{addr}], {value};"),
+                        addr = in(reg64) address,
+                        value = in($class) value,
+                        options(nostack),
+                    );
+                }
+            }
+        }
+    };
+}
+
+real!(f32, "f32", reg32, 4, core::intrinsics::fmaf32);
+real!(f64, "f64", reg64, 8, core::intrinsics::fmaf64);
+
+/// IEEE 754 half precision, as its 16 bits (the host's `half::f16`).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Half(pub u16);
+
+/// A storage type of the `f32` designs: read as `f32`, written from `f32`.
+pub trait Element: Copy {
+    /// The value as `f32` (exact for every storage type).
+    fn to_f32(self) -> f32;
+    /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
+    /// type's range, NaN to 0; `Half` rounded to nearest (overflow to infinity).
+    fn from_f32(value: f32) -> Self;
+}
+
+impl Element for f32 {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        value
+    }
+}
+
+/// `value` rounded to the nearest integer (ties to even), saturated to `[0, 2^32 - 1]`, NaN to
+/// 0 (PTX float-to-integer conversions saturate).
+#[inline(always)]
+fn round_to_u32(value: f32) -> u32 {
+    let rounded: u32;
+    // SAFETY: a register conversion.
+    unsafe {
+        asm!(
+            "cvt.rni.u32.f32 {rounded}, {value};",
+            rounded = out(reg32) rounded,
+            value = in(reg32) value,
+            options(pure, nomem, nostack),
+        );
+    }
+    rounded
+}
+
+/// Implements [`Element`] for an unsigned integer type.
+macro_rules! unsigned {
+    ($($t:ty),+) => {$(
+        impl Element for $t {
+            #[inline(always)]
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+
+            #[inline(always)]
+            fn from_f32(value: f32) -> Self {
+                round_to_u32(value).min(<$t>::MAX as u32) as $t
+            }
+        }
+    )+};
+}
+
+unsigned!(u8, u16);
+
+impl Element for Half {
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        let value: f32;
+        // SAFETY: a register conversion.
+        unsafe {
+            asm!(
+                "cvt.f32.f16 {value}, {bits};",
+                value = out(reg32) value,
+                bits = in(reg16) self.0,
+                options(pure, nomem, nostack),
+            );
+        }
+        value
+    }
+
+    #[inline(always)]
+    fn from_f32(value: f32) -> Self {
+        let bits: u16;
+        // SAFETY: a register conversion.
+        unsafe {
+            asm!(
+                "cvt.rn.f16.f32 {bits}, {value};",
+                bits = out(reg16) bits,
+                value = in(reg32) value,
+                options(pure, nomem, nostack),
+            );
+        }
+        Half(bits)
+    }
+}
