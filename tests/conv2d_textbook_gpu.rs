@@ -309,7 +309,7 @@ fn clamp_into_views_and_errors() {
             reference
         );
     }
-    let mut wrong = Array2::zeros((5, 4));
+    let mut wrong = Array2::<f32>::zeros((5, 4));
     let result = engine().correlate2d_into(&small, &ones, &Default::default(), wrong.view_mut());
     assert!(matches!(result, Err(ConvError::ShapeMismatch { .. })));
 }

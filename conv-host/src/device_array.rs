@@ -218,8 +218,8 @@ impl Engine {
         let view = array.view();
         let mut session = self.session()?;
         let (bands, slots, elements) =
-            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3)?;
-        let mut slots = session.take_slots(slots, elements)?;
+            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, 2 * 4)?;
+        let mut slots = session.take_slots(slots, elements * size_of::<f32>(), false)?;
         let count = slots.len();
         let result = (|| {
             for (i, band) in bands.iter().enumerate() {
@@ -227,7 +227,7 @@ impl Engine {
                 if i >= count {
                     session.finish(&slot.stream, || "uploading an array".into())?;
                 }
-                let buffer = &mut slot.upload.as_mut_slice()[..band.output.len() * pitch];
+                let buffer = &mut slot.upload.as_mut_slice::<f32>()[..band.output.len() * pitch];
                 pack_rows(&view, band.output.clone(), row_len, pitch, buffer);
                 let range = band.output.start * pitch..band.output.end * pitch;
                 slot.stream
@@ -282,13 +282,13 @@ impl Engine {
         }
         let mut session = self.session()?;
         let (bands, slots, elements) =
-            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3)?;
-        let mut slots = session.take_slots(slots, elements)?;
+            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, 2 * 4)?;
+        let mut slots = session.take_slots(slots, elements * size_of::<f32>(), false)?;
         let count = slots.len();
         let describe = || "downloading an array (or the work enqueued before)".to_string();
         let result = (|| {
             let mut unpack = |band: &crate::pipeline::Band, slot: &crate::staging::Slot| {
-                let source = &slot.download.as_slice()[..band.output.len() * pitch];
+                let source = &slot.download.as_slice::<f32>()[..band.output.len() * pitch];
                 unpack_rows(&mut output, band.output.clone(), pitch, source);
             };
             for (i, band) in bands.iter().enumerate() {
@@ -303,7 +303,7 @@ impl Engine {
                 slot.stream
                     .memcpy_dtoh(
                         &array.data.slice(range),
-                        &mut slot.download.as_mut_slice()[..len],
+                        &mut slot.download.as_mut_slice::<f32>()[..len],
                     )
                     .context(describe)?;
             }

@@ -19,6 +19,18 @@ const KERNEL_NAMES: &[&str] = &[
     "conv2d_tiled_l2",
     "conv2d_tiled_l2_global_mask",
     "conv2d_separable",
+    "conv2d_basic_f64",
+    "conv2d_constant_mask_f64",
+    "conv2d_tiled_f64",
+    "conv2d_tiled_global_mask_f64",
+    "conv2d_tiled_l2_f64",
+    "conv2d_tiled_l2_global_mask_f64",
+    "convert_u8_f32",
+    "convert_u16_f32",
+    "convert_f16_f32",
+    "convert_f32_u8",
+    "convert_f32_u16",
+    "convert_f32_f16",
 ];
 
 /// Every kernel the host may launch is in the PTX, so that loading it on first use can

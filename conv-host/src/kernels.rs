@@ -99,7 +99,7 @@ mod tests {
         let text = module_source(name).expect("an entry point");
         assert_eq!(text.matches(".visible .entry ").count(), 1);
         assert!(text.contains(&format!(".visible .entry {name}(")));
-        for shared in [".version", ".target", ".const .align 4 .f32 MASK"] {
+        for shared in [".version", ".target", ".const .align 8 .f32 MASK"] {
             assert!(text.contains(shared), "{shared}");
         }
         // Balanced braces: no definition cut in the middle.

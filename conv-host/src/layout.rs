@@ -1,14 +1,15 @@
 //! Moving `ndarray` data of any layout to and from the flat buffers the kernels use.
 
+use crate::element::Element;
 use crate::error::{ConvError, Result};
-use ndarray::{Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, RawData, RemoveAxis};
+use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, RawData};
 use std::borrow::Cow;
 
 /// The elements in logical (row-major) order: borrowed when the array is already laid out so,
 /// copied otherwise (strided, negative-stride, transposed views).
-pub(crate) fn row_major<S, D>(array: &ArrayBase<S, D>) -> Cow<'_, [f32]>
+pub(crate) fn row_major<T: Element, S, D>(array: &ArrayBase<S, D>) -> Cow<'_, [T]>
 where
-    S: Data<Elem = f32>,
+    S: Data<Elem = T>,
     D: Dimension,
 {
     match array.as_slice() {
@@ -18,8 +19,8 @@ where
 }
 
 /// Copies `source` (any layout) into `destination` (as many elements), in logical order.
-pub(crate) fn copy_from_view<S: Data<Elem = f32>, D: Dimension>(
-    destination: &mut [f32],
+pub(crate) fn copy_from_view<T: Element, S: Data<Elem = T>, D: Dimension>(
+    destination: &mut [T],
     source: &ArrayBase<S, D>,
 ) {
     match source.as_slice() {
@@ -33,9 +34,9 @@ pub(crate) fn copy_from_view<S: Data<Elem = f32>, D: Dimension>(
 
 /// Copies `source` (at least as many elements) into `destination` (any layout), in logical
 /// order.
-pub(crate) fn copy_into_view<D: Dimension>(
-    destination: &mut ArrayViewMut<'_, f32, D>,
-    source: &[f32],
+pub(crate) fn copy_into_view<T: Element, D: Dimension>(
+    destination: &mut ArrayViewMut<'_, T, D>,
+    source: &[T],
 ) {
     match destination.as_slice_mut() {
         Some(slice) => {
@@ -51,26 +52,27 @@ pub(crate) fn copy_into_view<D: Dimension>(
 
 /// A zeroed array of `shape`, or [`ConvError::HostOutOfMemory`] where the allocator refuses it
 /// (an output of a broadcast input of 2^40 elements, say) instead of aborting the process.
-pub(crate) fn try_zeros<D: Dimension>(shape: D) -> Result<Array<f32, D>> {
+pub(crate) fn try_zeros<T: Element, D: Dimension>(shape: D) -> Result<Array<T, D>> {
     let len = shape.size_checked().ok_or(ConvError::HostOutOfMemory {
         requested: usize::MAX,
     })?;
     if len == 0 {
-        return Ok(Array::zeros(shape));
+        return Ok(Array::default(shape));
     }
-    let layout = std::alloc::Layout::array::<f32>(len).map_err(|_| ConvError::HostOutOfMemory {
-        requested: len.saturating_mul(size_of::<f32>()),
+    let layout = std::alloc::Layout::array::<T>(len).map_err(|_| ConvError::HostOutOfMemory {
+        requested: len.saturating_mul(size_of::<T>()),
     })?;
     // SAFETY: `layout` has a non-zero size (`len >= 1`).
-    let pointer = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<f32>();
+    let pointer = unsafe { std::alloc::alloc_zeroed(layout) }.cast::<T>();
     if pointer.is_null() {
         return Err(ConvError::HostOutOfMemory {
             requested: layout.size(),
         });
     }
     advise_huge_pages(pointer.cast(), layout.size());
-    // SAFETY: `pointer` was allocated by the global allocator with the layout of `len` f32,
-    // which is the capacity given; zero bytes are `len` initialised f32 0.0.
+    // SAFETY: `pointer` was allocated by the global allocator with the layout of `len` `T`,
+    // which is the capacity given; zero bytes are `len` initialised zeros of every element
+    // type.
     let values = unsafe { Vec::from_raw_parts(pointer, len, len) };
     Array::from_shape_vec(shape, values).map_err(|_| ConvError::HostOutOfMemory {
         requested: layout.size(),
@@ -115,12 +117,12 @@ fn byte_span<S: RawData, D: Dimension>(array: &ArrayBase<S, D>) -> Option<(usize
 }
 
 /// Checks that `output` can receive the result for `input`: same shape, no shared memory.
-pub(crate) fn check_output<S, D>(
+pub(crate) fn check_output<S, O, D>(
     input: &ArrayBase<S, D>,
-    output: &ArrayViewMut<'_, f32, D>,
+    output: &ArrayViewMut<'_, O, D>,
 ) -> Result<()>
 where
-    S: Data<Elem = f32>,
+    S: Data,
     D: Dimension,
 {
     if input.shape() != output.shape() {
@@ -155,12 +157,13 @@ pub(crate) fn fill_output<D: Dimension>(
 
 /// The image's rows (of `width * channels` elements, in logical order) copied into a buffer
 /// whose rows start `pitch` elements apart; the padding is zero and never read.
+#[cfg(feature = "bench")]
 pub(crate) fn pack_pitched<S, D>(image: &ArrayBase<S, D>, pitch: usize) -> Vec<f32>
 where
     S: Data<Elem = f32>,
-    D: RemoveAxis,
+    D: ndarray::RemoveAxis,
 {
-    let rows = image.len_of(Axis(0));
+    let rows = image.len_of(ndarray::Axis(0));
     let mut packed = vec![0.0f32; rows * pitch];
     for (row, destination) in image.outer_iter().zip(packed.chunks_exact_mut(pitch)) {
         copy_from_view(&mut destination[..row.len()], &row);
@@ -169,7 +172,8 @@ where
 }
 
 /// Copies the rows of a pitched buffer into `output`, row by row in logical order.
-pub(crate) fn unpack_pitched<D: RemoveAxis>(
+#[cfg(feature = "bench")]
+pub(crate) fn unpack_pitched<D: ndarray::RemoveAxis>(
     packed: &[f32],
     pitch: usize,
     mut output: ArrayViewMut<'_, f32, D>,
@@ -206,15 +210,15 @@ mod tests {
     #[test]
     fn outputs_are_allocated_fallibly() {
         assert!(matches!(
-            try_zeros(ndarray::Ix1(1 << 45)),
+            try_zeros::<f32, _>(ndarray::Ix1(1 << 45)),
             Err(ConvError::HostOutOfMemory { requested }) if requested == 4 << 45
         ));
         assert!(matches!(
-            try_zeros(ndarray::Ix2(usize::MAX, 3)),
+            try_zeros::<f32, _>(ndarray::Ix2(usize::MAX, 3)),
             Err(ConvError::HostOutOfMemory { .. })
         ));
-        let zeros = try_zeros(ndarray::Ix2(3, 5)).unwrap();
+        let zeros = try_zeros::<f32, _>(ndarray::Ix2(3, 5)).unwrap();
         assert!(zeros.iter().all(|&v| v == 0.0));
-        assert_eq!(try_zeros(ndarray::Ix1(0)).unwrap().len(), 0);
+        assert_eq!(try_zeros::<u8, _>(ndarray::Ix1(0)).unwrap().len(), 0);
     }
 }

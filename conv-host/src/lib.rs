@@ -35,6 +35,7 @@ mod conv1d;
 mod conv2d;
 mod device;
 mod device_array;
+mod element;
 mod engine;
 #[cfg(test)]
 mod entry_points_test;
@@ -57,8 +58,10 @@ pub use conv1d::Conv1dOptions;
 pub use conv2d::{Conv2dOptions, ImageDim, SEPARABLE_TOLERANCE};
 pub use device::DeviceInfo;
 pub use device_array::{DeviceArray, DeviceDim};
+pub use element::{Element, Real};
 pub use engine::Engine;
 pub use error::{ConvError, Result};
+pub use half::f16;
 pub use options::{BoundaryMode, Clamp, Kernel};
 pub use plan::LaunchPlan;
 pub use staging::HostTimes;

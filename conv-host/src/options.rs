@@ -50,6 +50,14 @@ impl BoundaryMode {
             BoundaryMode::Wrap => (MODE_WRAP, 0.0),
         }
     }
+
+    /// The constant of `Constant`, `None` for the other modes.
+    pub(crate) fn constant(self) -> Option<f32> {
+        match self {
+            BoundaryMode::Constant(cval) => Some(cval),
+            _ => None,
+        }
+    }
 }
 
 /// Parses SciPy's mode names: `constant` (cval 0), `nearest`, `reflect`, `mirror`, `wrap`.

@@ -8,14 +8,16 @@
 //! and `Mirror` included, and a mask may be taller than a band. An input that fits one band runs
 //! as one buffer of exactly its rows, the boundary left to the kernel.
 
+use crate::element::{Element, Real, narrowing, widening};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
 use crate::plan::LaunchPlan;
 use crate::session::Session;
 use crate::staging::{HostTimes, Slot};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice};
+use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
 use std::ops::Range;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Device memory left free for the driver and the kernels' modules when the engine has no cap.
@@ -51,7 +53,8 @@ pub(crate) const PIPELINE_SLOTS: usize = 3;
 
 /// How a host call splits `rows` rows of `row_len` elements for a mask with `halo` rows before
 /// and after the output row: the bands, and the slots and elements per slot they take.
-/// `budget` is the device memory the call may hold (both buffers of every slot).
+/// `budget` is the device memory the call may hold (every device buffer of every slot), each
+/// element taking `element_bytes` bytes across a slot's device buffers.
 ///
 /// # Errors
 /// [`ConvError::OutOfMemory`] when not even one output row and its halo fit the budget.
@@ -60,8 +63,9 @@ pub(crate) fn plan_bands(
     row_len: usize,
     halo: (usize, usize),
     budget: usize,
+    element_bytes: usize,
 ) -> Result<(Vec<Band>, usize, usize)> {
-    let row_bytes = row_len.max(1).saturating_mul(2 * size_of::<f32>());
+    let row_bytes = row_len.max(1).saturating_mul(element_bytes);
     let rows_in = |slots: usize| budget / slots / row_bytes;
     let target_rows = (TARGET_BAND_ELEMENTS / row_len.max(1)).max(1);
     if rows <= target_rows && rows <= rows_in(1) {
@@ -97,11 +101,26 @@ pub(crate) fn plan_bands(
 
 /// What one host call does to each band.
 pub(crate) trait BandWork: Sync {
-    /// Fills `buffer` (the band's buffer rows, `row_len` elements each) from the input.
-    fn pack(&self, band: &Band, buffer: &mut [f32]);
-    /// Enqueues the kernels of `band` on `slot`'s stream, reading `slot.input` (the band's
-    /// buffer rows) and writing `slot.output` (the same rows, poisoned with NaN before).
-    fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()>;
+    /// The element type of the input, packed into the upload buffers.
+    type Input: Element;
+    /// The element type of the output, unpacked from the download buffers.
+    type Output: Element<Real = <Self::Input as Element>::Real>;
+    /// Fills `buffer` (the band's buffer rows, `row_len` elements each) from the input; rows
+    /// past the input's ends folded by the boundary mode, or its constant.
+    fn pack(&self, band: &Band, buffer: &mut [Self::Input]);
+    /// The constant of a `Constant` boundary mode. An input converted on the device gets its
+    /// rows past the input's ends set to it after the conversion, since the input's type may
+    /// not hold it (-1.5 in a `u8` image).
+    fn constant(&self) -> Option<f32>;
+    /// Enqueues the kernels of `band` on `stream`, reading `input` (the band's buffer rows, of
+    /// the input's `Real` type) and writing `output` (the same rows, poisoned with NaN before).
+    fn launch(
+        &self,
+        session: &Session<'_>,
+        stream: &Arc<CudaStream>,
+        buffers: (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        band: &Band,
+    ) -> Result<()>;
     /// Describes the band's work for an error message.
     fn describe(&self, band: &Band) -> String;
 }
@@ -114,16 +133,17 @@ impl Session<'_> {
     /// # Errors
     /// Driver errors and kernel faults (recorded as the device's fault when sticky). Every slot's
     /// stream is idle when this returns, whatever happened.
-    pub(crate) fn run_bands(
+    pub(crate) fn run_bands<W: BandWork>(
         &self,
         slots: &mut [Slot],
         bands: &[Band],
         row_len: usize,
-        work: &impl BandWork,
-        mut unpack: impl FnMut(&Band, &[f32]) + Send,
+        work: &W,
+        mut unpack: impl FnMut(&Band, &[W::Output]) + Send,
         times: &mut HostTimes,
     ) -> Result<()> {
         let count = slots.len().max(1);
+        let rows = bands.last().map_or(0, |band| band.output.end);
         times.bands = bands.len();
         let mut timings = Vec::with_capacity(bands.len());
         let result = (|| {
@@ -137,18 +157,21 @@ impl Session<'_> {
                     times.wait_ms += ms_since(waited);
                     let started = Instant::now();
                     let (upload, download) = (&mut slot.upload, &slot.download);
-                    let kept = &download.as_slice()[..done.output.len() * row_len];
+                    let kept = &download.as_slice::<W::Output>()[..done.output.len() * row_len];
                     rayon::join(
-                        || work.pack(band, &mut upload.as_mut_slice()[..elements]),
+                        || work.pack(band, &mut upload.as_mut_slice::<W::Input>()[..elements]),
                         || unpack(done, kept),
                     );
                     times.pack_unpack_ms += ms_since(started);
                 } else {
                     let started = Instant::now();
-                    work.pack(band, &mut slot.upload.as_mut_slice()[..elements]);
+                    work.pack(
+                        band,
+                        &mut slot.upload.as_mut_slice::<W::Input>()[..elements],
+                    );
                     times.first_pack_ms += ms_since(started);
                 }
-                timings.push(self.submit(slot, band, row_len, work)?);
+                timings.push(self.submit(slot, (band, rows), row_len, work)?);
             }
             let first = bands.len().saturating_sub(count);
             for (i, done) in bands.iter().enumerate().skip(first) {
@@ -159,7 +182,7 @@ impl Session<'_> {
                 let started = Instant::now();
                 unpack(
                     done,
-                    &slot.download.as_slice()[..done.output.len() * row_len],
+                    &slot.download.as_slice::<W::Output>()[..done.output.len() * row_len],
                 );
                 times.last_unpack_ms += ms_since(started);
             }
@@ -175,48 +198,136 @@ impl Session<'_> {
         result
     }
 
-    /// Enqueues the upload of `band` (packed in `slot`'s upload buffer), its kernels between
-    /// two timing events (returned) and the download of the rows it keeps.
-    fn submit(
+    /// Enqueues the upload of `band` (packed in `slot`'s upload buffer), its conversion to the
+    /// kernels' type where the input is narrower, its kernels between two timing events
+    /// (returned), the output's conversion to its type where narrower, and the download of the
+    /// rows it keeps.
+    fn submit<W: BandWork>(
         &self,
         slot: &mut Slot,
-        band: &Band,
+        (band, rows): (&Band, usize),
         row_len: usize,
-        work: &impl BandWork,
+        work: &W,
     ) -> Result<(CudaEvent, CudaEvent)> {
         let elements = band.buffer_rows() * row_len;
         let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
+        let input_bytes = elements * size_of::<W::Input>();
+        let real_bytes = elements * size_of::<<W::Input as Element>::Real>();
+        let (widen, narrow) = (widening::<W::Input>(), narrowing::<W::Output>());
+        let stream = &slot.stream;
         // The slot's stream was synchronised since its buffers were last used, so nothing
         // reads or writes them; the copies below are the next users, in stream order.
-        slot.stream
+        let landing = match (widen, slot.scratch.as_mut()) {
+            (Some(_), Some(scratch)) => scratch,
+            _ => &mut slot.input,
+        };
+        stream
             .memcpy_htod(
-                &slot.upload.as_slice()[..elements],
-                &mut slot.input.slice_mut(..elements),
+                &slot.upload.as_slice::<u8>()[..input_bytes],
+                &mut landing.slice_mut(..input_bytes),
             )
             .context(|| format!("uploading {}", work.describe(band)))?;
-        self.poison(&slot.stream, &mut slot.output, elements)?;
+        if let (Some(widen), Some(scratch)) = (widen, slot.scratch.as_ref()) {
+            self.convert(stream, widen, (scratch, &mut slot.input), elements)?;
+            if let Some(constant) = work.constant() {
+                let first = band.first_buffer_row();
+                let before = (-first).clamp(0, band.buffer_rows() as i64) as usize;
+                let after = (first + band.buffer_rows() as i64 - rows as i64).max(0) as usize;
+                let after = after.min(band.buffer_rows() - before);
+                for ghost in [0..before, band.buffer_rows() - after..band.buffer_rows()] {
+                    let range = ghost.start * row_len * 4..ghost.end * row_len * 4;
+                    self.fill_f32(stream, &mut slot.input, range, constant)?;
+                }
+            }
+        }
+        self.poison(stream, &mut slot.output, real_bytes)?;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let describe = || format!("timing {}", work.describe(band));
-        let start = slot.stream.record_event(timing).context(describe)?;
-        work.launch(self, slot, band)?;
-        let end = slot.stream.record_event(timing).context(describe)?;
-        let kept_len = kept.len();
-        slot.stream
+        let start = stream.record_event(timing).context(describe)?;
+        work.launch(self, stream, (&slot.input, &mut slot.output), band)?;
+        let end = stream.record_event(timing).context(describe)?;
+        let output_size = size_of::<W::Output>();
+        let leaving = match (narrow, slot.scratch.as_mut()) {
+            (Some(narrow), Some(scratch)) => {
+                self.convert(stream, narrow, (&slot.output, scratch), elements)?;
+                &*scratch
+            }
+            _ => &slot.output,
+        };
+        let kept_bytes = kept.start * output_size..kept.end * output_size;
+        let kept_len = kept_bytes.len();
+        stream
             .memcpy_dtoh(
-                &slot.output.slice(kept),
-                &mut slot.download.as_mut_slice()[..kept_len],
+                &leaving.slice(kept_bytes),
+                &mut slot.download.as_mut_slice::<u8>()[..kept_len],
             )
             .context(|| format!("downloading {}", work.describe(band)))?;
         Ok((start, end))
+    }
+
+    /// Sets the bytes `range` of `buffer` to the `f32` value `value`, in `stream`'s order.
+    fn fill_f32(
+        &self,
+        stream: &Arc<CudaStream>,
+        buffer: &mut CudaSlice<u8>,
+        range: Range<usize>,
+        value: f32,
+    ) -> Result<()> {
+        if range.is_empty() {
+            return Ok(());
+        }
+        let words = range.len() / size_of::<f32>();
+        let mut rows = buffer.slice_mut(range);
+        let (pointer, _record) = rows.device_ptr_mut(stream);
+        // SAFETY: `pointer` addresses the `words * 4` bytes of `rows`, inside `buffer`, used in
+        // `stream`'s order; the range starts at a multiple of 4 bytes.
+        unsafe {
+            cudarc::driver::sys::cuMemsetD32Async(
+                pointer,
+                value.to_bits(),
+                words,
+                stream.cu_stream(),
+            )
+        }
+        .result()
+        .context(|| "setting the constant's rows".into())
+    }
+
+    /// Enqueues the conversion kernel `entry_point` of `elements` elements from `from` into `to`.
+    fn convert(
+        &self,
+        stream: &Arc<CudaStream>,
+        entry_point: &'static str,
+        (from, to): (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        elements: usize,
+    ) -> Result<()> {
+        const THREADS: u32 = 256;
+        let blocks = elements.div_ceil(THREADS as usize).clamp(1, 1 << 16) as u32;
+        let config = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let len = elements as u64;
+        // SAFETY: `from` holds `elements` elements of the entry point's source type and `to` as
+        // many of its target type (every slot buffer holds `elements` of the kernels' `f32`,
+        // the widest of both); distinct buffers, used in `stream`'s order.
+        unsafe {
+            self.launch_async(stream, entry_point, config, |args| {
+                args.arg(from);
+                args.arg(&mut *to);
+                args.arg(&len);
+            })
+        }
     }
 }
 
 /// One host call as the pipeline sees it: the plan and taps of its kernel, and its input as
 /// `rows` rows of `row_len` elements (a signal: rows of one element) with a mask reaching
 /// `halo` rows before and after an output row.
-pub(crate) struct HostCall<'a> {
+pub(crate) struct HostCall<'a, R> {
     pub(crate) plan: &'a LaunchPlan,
-    pub(crate) taps: &'a [f32],
+    pub(crate) taps: &'a [R],
     pub(crate) rows: usize,
     pub(crate) row_len: usize,
     pub(crate) halo: (usize, usize),
@@ -231,24 +342,29 @@ impl Engine {
     /// # Errors
     /// [`ConvError::OutOfMemory`] when not even one row and the halo fit; as
     /// [`Session::run_bands`].
-    pub(crate) fn run_host_call<W: BandWork>(
+    pub(crate) fn run_host_call<R: Real, W: BandWork<Input: Element<Real = R>>>(
         &self,
-        call: HostCall<'_>,
-        work: impl FnOnce(Option<CudaSlice<f32>>) -> W,
-        unpack: impl FnMut(&Band, &[f32]) + Send,
+        call: HostCall<'_, R>,
+        work: impl FnOnce(Option<CudaSlice<R>>) -> W,
+        unpack: impl FnMut(&Band, &[W::Output]) + Send,
     ) -> Result<()> {
         let started = Instant::now();
         let mut session = self.session()?;
         let device_mask = session.place_mask(call.plan, call.taps)?;
         let mask_bytes = device_mask.as_ref().map_or(0, |_| size_of_val(call.taps));
         let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
+        // Input and output in the kernels' type, and a conversion buffer where either is
+        // narrower.
+        let converts = widening::<W::Input>().is_some() || narrowing::<W::Output>().is_some();
+        let buffers = 2 + usize::from(converts);
         let (bands, slots, elements) = plan_bands(
             call.rows,
             call.row_len,
             call.halo,
             budget.saturating_sub(mask_bytes),
+            buffers * size_of::<R>(),
         )?;
-        let mut slots = session.take_slots(slots, elements)?;
+        let mut slots = session.take_slots(slots, elements * size_of::<R>(), converts)?;
         // The bands run on the slots' streams: after the mask's upload.
         session.order_after_engine_stream(&slots)?;
         let mut times = HostTimes {
@@ -282,7 +398,7 @@ mod tests {
             (10, 64, (40, 40), 2 * 4 * 64 * 100),
             (5000, 1, (3, 3), 1000),
         ] {
-            let (bands, slots, elements) = plan_bands(rows, row_len, halo, budget).unwrap();
+            let (bands, slots, elements) = plan_bands(rows, row_len, halo, budget, 8).unwrap();
             assert!((1..=PIPELINE_SLOTS).contains(&slots));
             assert!(slots * 2 * elements * 4 <= budget, "{rows} x {row_len}");
             let mut next = 0;
@@ -294,11 +410,11 @@ mod tests {
             assert_eq!(next, rows);
         }
         // One band: the whole input, the boundary left to the kernel.
-        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX).unwrap();
+        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, 8).unwrap();
         assert_eq!((bands.len(), slots, bands[0].halo), (1, 1, (0, 0)));
         // Not even one row and its halo: out of memory.
         assert!(matches!(
-            plan_bands(100, 1000, (10, 10), 1000),
+            plan_bands(100, 1000, (10, 10), 1000, 8),
             Err(ConvError::OutOfMemory { .. })
         ));
     }

@@ -3,6 +3,7 @@
 
 use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
+use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
 use crate::plan::{LaunchPlan, for_each_grid};
@@ -111,7 +112,7 @@ impl Session<'_> {
     }
 
     /// Copies `data` to a new device buffer.
-    pub(crate) fn upload(&self, data: &[f32]) -> Result<CudaSlice<f32>> {
+    pub(crate) fn upload<T: Element>(&self, data: &[T]) -> Result<CudaSlice<T>> {
         self.engine
             .stream
             .clone_htod(data)
@@ -151,21 +152,24 @@ impl Session<'_> {
 
     /// Writes `taps` into the constant-memory symbol `MASK` of `kernel`'s module on the stream,
     /// so it lands after every earlier kernel and before every later one.
-    pub(crate) fn set_constant_mask(&self, kernel: &'static str, taps: &[f32]) -> Result<()> {
-        debug_assert!(taps.len() <= MASK_CAPACITY);
+    pub(crate) fn set_constant_mask<R: Real>(
+        &self,
+        kernel: &'static str,
+        taps: &[R],
+    ) -> Result<()> {
+        debug_assert!(size_of_val(taps) <= MASK_CAPACITY * size_of::<f32>());
         let mut symbol = self
             .engine
             .kernel(kernel)?
             .module
             .get_global("MASK", &self.engine.stream)
             .context(|| "finding the constant-memory symbol MASK".into())?;
-        // SAFETY: MASK is an f32 array of MASK_CAPACITY >= taps.len() elements.
-        let mut view = unsafe { symbol.transmute_mut::<f32>(taps.len()) }.ok_or_else(|| {
-            ConvError::Driver {
+        // SAFETY: MASK is an 8-byte aligned array of MASK_CAPACITY f32, at least `taps`' bytes.
+        let mut view =
+            unsafe { symbol.transmute_mut::<R>(taps.len()) }.ok_or_else(|| ConvError::Driver {
                 context: format!("MASK holds fewer than {} taps", taps.len()),
                 source: DriverError(CUresult::CUDA_ERROR_INVALID_VALUE),
-            }
-        })?;
+            })?;
         self.engine
             .stream
             .memcpy_htod(taps, &mut view)
@@ -174,10 +178,10 @@ impl Session<'_> {
 
     /// Makes a tensor map of `input` (`elements x height` `f32`, rows `pitch` elements apart,
     /// boxes of `box_dims`, zeros outside) and uploads it on `stream`.
-    pub(crate) fn tensor_map(
+    pub(crate) fn tensor_map<T: DeviceRepr>(
         &self,
         stream: &Arc<CudaStream>,
-        input: &CudaSlice<f32>,
+        input: &CudaSlice<T>,
         (elements, height, pitch): (u64, u64, u64),
         box_dims: (u32, u32),
     ) -> Result<CudaSlice<u64>> {
@@ -375,9 +379,14 @@ impl Session<'_> {
     ///
     /// # Errors
     /// As [`Staging::slots`].
-    pub(crate) fn take_slots(&mut self, count: usize, elements: usize) -> Result<Vec<Slot>> {
+    pub(crate) fn take_slots(
+        &mut self,
+        count: usize,
+        bytes: usize,
+        scratch: bool,
+    ) -> Result<Vec<Slot>> {
         let context = self.engine.context.clone();
-        self.staging.take(&context, count, elements)
+        self.staging.take(&context, count, bytes, scratch)
     }
 
     /// Gives slots back to the engine's staging, for the next call.
@@ -392,25 +401,18 @@ impl Session<'_> {
 
     /// Fills the first `elements` of `buffer` with NaN on `stream`, so that an element no kernel
     /// writes cannot pass for a result.
-    pub(crate) fn poison(
+    pub(crate) fn poison<T: DeviceRepr>(
         &self,
         stream: &Arc<CudaStream>,
-        buffer: &mut CudaSlice<f32>,
-        elements: usize,
+        buffer: &mut CudaSlice<T>,
+        bytes: usize,
     ) -> Result<()> {
-        let elements = elements.min(buffer.len());
+        let bytes = bytes.min(buffer.num_bytes());
         let (pointer, _record) = buffer.device_ptr_mut(stream);
-        // SAFETY: `pointer` addresses at least `elements * 4` bytes of `buffer`, used in
-        // `stream`'s order. Bytes of 0xFF make every f32 the NaN 0xFFFFFFFF.
-        unsafe {
-            cudarc::driver::result::memset_d8_async(
-                pointer,
-                0xFF,
-                elements * size_of::<f32>(),
-                stream.cu_stream(),
-            )
-        }
-        .context(|| "poisoning the output buffer".into())
+        // SAFETY: `pointer` addresses at least `bytes` bytes of `buffer`, used in `stream`'s
+        // order. Bytes of 0xFF make every f32 and f64 a NaN.
+        unsafe { cudarc::driver::result::memset_d8_async(pointer, 0xFF, bytes, stream.cu_stream()) }
+            .context(|| "poisoning the output buffer".into())
     }
 
     /// Orders the work later enqueued on `slots`' streams after everything enqueued so far on
@@ -438,11 +440,11 @@ impl Session<'_> {
 
     /// Puts `taps` where `plan`'s kernel reads them, on the engine's stream: in the kernel's
     /// constant memory, or in a device buffer, returned, for the global-mask kernels.
-    pub(crate) fn place_mask(
+    pub(crate) fn place_mask<R: Real>(
         &self,
         plan: &LaunchPlan,
-        taps: &[f32],
-    ) -> Result<Option<CudaSlice<f32>>> {
+        taps: &[R],
+    ) -> Result<Option<CudaSlice<R>>> {
         if plan.mask_in_constant_memory {
             self.set_constant_mask(plan.entry_point, taps)?;
             Ok(None)

@@ -4,18 +4,20 @@
 //! A host call reuses them instead of allocating, and its copies run at the page-locked rate
 //! (pageable copies run several times slower and cannot overlap).
 
+use crate::element::Element;
 use crate::error::{ConvError, DriverContext, Result};
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-/// Page-locked host memory of `len` `f32`, zeroed at allocation.
+/// Page-locked host memory of `len` bytes, zeroed at allocation, seen as a slice of any
+/// element type.
 ///
 /// The pipeline hands a buffer to one asynchronous copy at a time and touches it on the host
 /// only after the copy's stream has been synchronised (see [`Slot`]).
 pub(crate) struct PinnedBuffer {
-    pointer: NonNull<f32>,
+    pointer: NonNull<u8>,
     len: usize,
     context: Arc<CudaContext>,
 }
@@ -27,18 +29,13 @@ unsafe impl Send for PinnedBuffer {}
 unsafe impl Sync for PinnedBuffer {}
 
 impl PinnedBuffer {
-    /// Allocates `len` page-locked `f32`.
+    /// Allocates `len` page-locked bytes.
     ///
     /// # Errors
     /// [`ConvError::HostOutOfMemory`] when the driver cannot page-lock that much memory,
     /// [`ConvError::Driver`] for other driver errors.
     pub(crate) fn new(context: &Arc<CudaContext>, len: usize) -> Result<Self> {
-        let bytes = len
-            .max(1)
-            .checked_mul(size_of::<f32>())
-            .ok_or(ConvError::HostOutOfMemory {
-                requested: usize::MAX,
-            })?;
+        let bytes = len.max(1);
         context
             .bind_to_thread()
             .context(|| "binding the context for a page-locked allocation".into())?;
@@ -54,13 +51,12 @@ impl PinnedBuffer {
                 }
             }
         })?;
-        let pointer = NonNull::new(raw.cast::<f32>()).ok_or(ConvError::Driver {
+        let pointer = NonNull::new(raw.cast::<u8>()).ok_or(ConvError::Driver {
             context: format!("page-locked allocation of {bytes} bytes"),
             source: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
         })?;
-        // SAFETY: the allocation holds `bytes` writable bytes, aligned for `f32` (the driver
-        // aligns host allocations to pages); zero bytes are the f32 0.0.
-        unsafe { std::ptr::write_bytes(pointer.as_ptr(), 0, len.max(1)) };
+        // SAFETY: the allocation holds `bytes` writable bytes.
+        unsafe { std::ptr::write_bytes(pointer.as_ptr(), 0, bytes) };
         Ok(Self {
             pointer,
             len,
@@ -68,21 +64,27 @@ impl PinnedBuffer {
         })
     }
 
-    /// Elements.
+    /// Bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
     }
 
-    /// The buffer's elements.
-    pub(crate) fn as_slice(&self) -> &[f32] {
-        // SAFETY: `len` initialised (zeroed at allocation) `f32` owned by this buffer.
-        unsafe { std::slice::from_raw_parts(self.pointer.as_ptr(), self.len) }
+    /// The buffer as whole elements of `T`.
+    pub(crate) fn as_slice<T: Element>(&self) -> &[T] {
+        // SAFETY: `len` initialised bytes (zeroed at allocation, then written as elements)
+        // owned by this buffer, aligned for every element type (the driver aligns host
+        // allocations to pages); every bit pattern is a valid value of every element type.
+        unsafe {
+            std::slice::from_raw_parts(self.pointer.as_ptr().cast(), self.len / size_of::<T>())
+        }
     }
 
-    /// The buffer's elements, to write.
-    pub(crate) fn as_mut_slice(&mut self) -> &mut [f32] {
+    /// The buffer as whole elements of `T`, to write.
+    pub(crate) fn as_mut_slice<T: Element>(&mut self) -> &mut [T] {
         // SAFETY: as `as_slice`, and `&mut self` makes the borrow exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.pointer.as_ptr(), self.len) }
+        unsafe {
+            std::slice::from_raw_parts_mut(self.pointer.as_ptr().cast(), self.len / size_of::<T>())
+        }
     }
 }
 
@@ -98,7 +100,9 @@ impl Drop for PinnedBuffer {
 }
 
 /// One stage of the host pipeline: a stream, page-locked buffers for the band it uploads and
-/// the band it downloads, and the device buffers its kernel reads and writes.
+/// the band it downloads, the device buffers its kernel reads and writes, and, for element
+/// types converted on the device, a device buffer the upload lands in and the download leaves
+/// from (`scratch`). Every buffer holds the same number of bytes.
 ///
 /// A slot's buffers are in use from the band's upload until its stream is synchronised; the
 /// pipeline writes `upload` and reads `download` on the host only between those times.
@@ -106,34 +110,46 @@ pub(crate) struct Slot {
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) upload: PinnedBuffer,
     pub(crate) download: PinnedBuffer,
-    pub(crate) input: CudaSlice<f32>,
-    pub(crate) output: CudaSlice<f32>,
+    pub(crate) input: CudaSlice<u8>,
+    pub(crate) output: CudaSlice<u8>,
+    pub(crate) scratch: Option<CudaSlice<u8>>,
 }
 
 impl Slot {
-    fn new(context: &Arc<CudaContext>, elements: usize) -> Result<Self> {
+    fn new(context: &Arc<CudaContext>, bytes: usize, scratch: bool) -> Result<Self> {
         let stream = context
             .new_stream()
             .context(|| "creating a pipeline stream".into())?;
-        let device = |what: &str| -> Result<CudaSlice<f32>> {
+        let device = |what: &str| -> Result<CudaSlice<u8>> {
             // SAFETY: the buffer is written by an upload or a kernel before any read of it.
-            unsafe { stream.alloc::<f32>(elements.max(1)) }
-                .map_err(|error| memory_error(context, error, elements * size_of::<f32>(), what))
+            unsafe { stream.alloc::<u8>(bytes.max(1)) }
+                .map_err(|error| memory_error(context, error, bytes, what))
         };
         let input = device("pipeline input")?;
         let output = device("pipeline output")?;
+        let scratch = if scratch {
+            Some(device("pipeline conversion buffer")?)
+        } else {
+            None
+        };
         Ok(Self {
-            upload: PinnedBuffer::new(context, elements)?,
-            download: PinnedBuffer::new(context, elements)?,
+            upload: PinnedBuffer::new(context, bytes)?,
+            download: PinnedBuffer::new(context, bytes)?,
             input,
             output,
+            scratch,
             stream,
         })
     }
 
-    /// Elements each of the slot's buffers holds.
+    /// Bytes each of the slot's buffers holds.
     pub(crate) fn capacity(&self) -> usize {
         self.upload.len()
+    }
+
+    /// Device buffers of the slot.
+    fn device_buffers(&self) -> usize {
+        2 + usize::from(self.scratch.is_some())
     }
 }
 
@@ -144,8 +160,9 @@ pub(crate) struct Staging {
 }
 
 impl Staging {
-    /// Takes `count` slots of at least `elements` elements each, reusing the ones held where
-    /// they are large enough (give them back with [`Staging::put_back`]).
+    /// Takes `count` slots of at least `bytes` bytes per buffer, with a conversion buffer if
+    /// `scratch`, reusing the ones held where they fit (give them back with
+    /// [`Staging::put_back`]).
     ///
     /// # Errors
     /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`]; the
@@ -154,15 +171,20 @@ impl Staging {
         &mut self,
         context: &Arc<CudaContext>,
         count: usize,
-        elements: usize,
+        bytes: usize,
+        scratch: bool,
     ) -> Result<Vec<Slot>> {
-        let fits = self.slots.len() >= count && self.slots.iter().all(|s| s.capacity() >= elements);
+        let fits = self.slots.len() >= count
+            && self
+                .slots
+                .iter()
+                .all(|s| s.capacity() >= bytes && (s.scratch.is_some() || !scratch));
         if !fits {
             // Free the old buffers before asking for the new ones.
             self.release();
             let mut slots = Vec::with_capacity(count);
             for _ in 0..count {
-                slots.push(Slot::new(context, elements)?);
+                slots.push(Slot::new(context, bytes, scratch)?);
             }
             self.slots = slots;
         }
@@ -180,7 +202,7 @@ impl Staging {
     pub(crate) fn device_bytes(&self) -> usize {
         self.slots
             .iter()
-            .map(|s| 2 * s.capacity() * size_of::<f32>())
+            .map(|s| s.device_buffers() * s.capacity())
             .sum()
     }
 

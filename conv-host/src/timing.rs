@@ -35,8 +35,8 @@ impl Engine {
     ) -> Result<Vec<PinnedTransfers>> {
         let session = self.session()?;
         session.reserve((upload_len + download_len) * size_of::<f32>())?;
-        let source = PinnedBuffer::new(&self.context, upload_len)?;
-        let mut target = PinnedBuffer::new(&self.context, download_len)?;
+        let source = PinnedBuffer::new(&self.context, upload_len * size_of::<f32>())?;
+        let mut target = PinnedBuffer::new(&self.context, download_len * size_of::<f32>())?;
         let mut device_in = session.alloc_poisoned(upload_len.max(1))?;
         let device_out = session.alloc_poisoned(download_len.max(1))?;
         self.stream
@@ -49,23 +49,35 @@ impl Engine {
         let mut times = Vec::with_capacity(runs);
         for _ in 0..runs {
             let start = up.record_event(timing).context(describe)?;
-            up.memcpy_htod(source.as_slice(), &mut device_in.slice_mut(..upload_len))
-                .context(describe)?;
+            up.memcpy_htod(
+                source.as_slice::<f32>(),
+                &mut device_in.slice_mut(..upload_len),
+            )
+            .context(describe)?;
             let end = up.record_event(timing).context(describe)?;
             end.synchronize().context(describe)?;
             let upload_ms = start.elapsed_ms(&end).context(describe)?;
             let start = down.record_event(timing).context(describe)?;
-            down.memcpy_dtoh(&device_out.slice(..download_len), target.as_mut_slice())
-                .context(describe)?;
+            down.memcpy_dtoh(
+                &device_out.slice(..download_len),
+                target.as_mut_slice::<f32>(),
+            )
+            .context(describe)?;
             let end = down.record_event(timing).context(describe)?;
             end.synchronize().context(describe)?;
             let download_ms = start.elapsed_ms(&end).context(describe)?;
             let start = up.record_event(timing).context(describe)?;
             down.wait(&start).context(describe)?;
-            up.memcpy_htod(source.as_slice(), &mut device_in.slice_mut(..upload_len))
-                .context(describe)?;
-            down.memcpy_dtoh(&device_out.slice(..download_len), target.as_mut_slice())
-                .context(describe)?;
+            up.memcpy_htod(
+                source.as_slice::<f32>(),
+                &mut device_in.slice_mut(..upload_len),
+            )
+            .context(describe)?;
+            down.memcpy_dtoh(
+                &device_out.slice(..download_len),
+                target.as_mut_slice::<f32>(),
+            )
+            .context(describe)?;
             let downloaded = down.record_event(timing).context(describe)?;
             up.wait(&downloaded).context(describe)?;
             let end = up.record_event(timing).context(describe)?;

@@ -11,10 +11,10 @@ use crate::options::BoundaryMode;
 use crate::pipeline::{Band, BandWork, HostCall};
 use crate::plan::Launch;
 use crate::session::Session;
-use crate::staging::Slot;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
 use ndarray::{ArrayView1, ArrayViewMut1, Axis, Slice};
 use rayon::prelude::*;
+use std::sync::Arc;
 
 /// Elements a pack or unpack task takes at least.
 const MIN_ELEMENTS_PER_TASK: usize = 1 << 16;
@@ -28,11 +28,24 @@ struct SignalBands<'i, 'p> {
 }
 
 impl BandWork for SignalBands<'_, '_> {
+    type Input = f32;
+    type Output = f32;
+
     fn pack(&self, band: &Band, buffer: &mut [f32]) {
         pack_chunk(&self.input, self.launch.mode, band, buffer);
     }
 
-    fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()> {
+    fn constant(&self) -> Option<f32> {
+        self.launch.mode.constant()
+    }
+
+    fn launch(
+        &self,
+        session: &Session<'_>,
+        stream: &Arc<CudaStream>,
+        (input, output): (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        band: &Band,
+    ) -> Result<()> {
         let len = band.buffer_rows();
         // SAFETY: `input` holds the chunk's `len` elements (uploaded before, in stream order)
         // and `output` as many, distinct 16-byte aligned allocations; the mask is in MASK or in
@@ -40,11 +53,11 @@ impl BandWork for SignalBands<'_, '_> {
         unsafe {
             enqueue1d(
                 session,
-                &slot.stream,
+                stream,
                 (self.launch, self.taps, len),
-                &slot.input,
+                input,
                 self.device_mask.as_ref(),
-                &mut slot.output,
+                output,
             )
         }
     }

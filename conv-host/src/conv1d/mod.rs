@@ -335,13 +335,13 @@ fn grid1d(
 /// # Safety
 /// `input` and `output` are distinct buffers of at least `len` elements, 16-byte aligned; the
 /// mask is where the plan reads it (in MASK, or in `mask`), written before in `stream`'s order.
-pub(crate) unsafe fn enqueue1d(
+pub(crate) unsafe fn enqueue1d<T: DeviceRepr>(
     session: &Session<'_>,
     stream: &Arc<CudaStream>,
     (launch, taps, len): (Launch<'_>, &Taps, usize),
-    input: &CudaSlice<f32>,
+    input: &CudaSlice<T>,
     mask: Option<&CudaSlice<f32>>,
-    output: &mut CudaSlice<f32>,
+    output: &mut CudaSlice<T>,
 ) -> Result<()> {
     let plan = launch.plan;
     let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;

@@ -5,6 +5,7 @@
 use super::launch::{Grid2d, ImageShape, enqueue2d, input_map};
 use super::{ImageDim, Mask2d};
 use crate::conv1d::reference::fold;
+use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::layout::{copy_from_view, copy_into_view};
@@ -12,25 +13,40 @@ use crate::options::BoundaryMode;
 use crate::pipeline::{Band, BandWork, HostCall};
 use crate::plan::Launch;
 use crate::session::Session;
-use crate::staging::Slot;
-use cudarc::driver::CudaSlice;
+use cudarc::driver::{CudaSlice, CudaStream};
 use ndarray::{ArrayView, ArrayViewMut, Axis, Slice};
 use rayon::prelude::*;
+use std::marker::PhantomData;
+use std::sync::Arc;
 
 /// Rows a pack or unpack task takes at least, so that a task moves a few hundred KiB.
 const MIN_ROWS_PER_TASK: usize = 16;
 
-/// One host call's image, mask and plan, as the pipeline's bands see them.
-struct ImageBands<'i, 'p, D: ImageDim> {
-    image: ArrayView<'i, f32, D>,
+/// One host call's image, mask and plan, as the pipeline's bands see them; the output is of
+/// type `O`.
+struct ImageBands<'i, 'p, I: Element, O, D: ImageDim> {
+    image: ArrayView<'i, I, D>,
     shape: ImageShape,
-    mask: &'p Mask2d,
+    mask: &'p Mask2d<I::Real>,
     launch: Launch<'p>,
-    device_mask: Option<CudaSlice<f32>>,
+    device_mask: Option<CudaSlice<I::Real>>,
+    output: PhantomData<O>,
 }
 
-impl<D: ImageDim> BandWork for ImageBands<'_, '_, D> {
-    fn pack(&self, band: &Band, buffer: &mut [f32]) {
+impl<I, O, D> BandWork for ImageBands<'_, '_, I, O, D>
+where
+    I: Element,
+    O: Element<Real = I::Real>,
+    D: ImageDim,
+{
+    type Input = I;
+    type Output = O;
+
+    fn constant(&self) -> Option<f32> {
+        self.launch.mode.constant()
+    }
+
+    fn pack(&self, band: &Band, buffer: &mut [I]) {
         pack_band(
             &self.image,
             self.shape.pitch,
@@ -40,14 +56,20 @@ impl<D: ImageDim> BandWork for ImageBands<'_, '_, D> {
         );
     }
 
-    fn launch(&self, session: &Session<'_>, slot: &mut Slot, band: &Band) -> Result<()> {
+    fn launch(
+        &self,
+        session: &Session<'_>,
+        stream: &Arc<CudaStream>,
+        (input, output): (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        band: &Band,
+    ) -> Result<()> {
         let plan = self.launch.plan;
         let shape = ImageShape {
             height: band.buffer_rows(),
             ..self.shape
         };
         let grid = Grid2d::new(session, shape, self.mask, self.launch)?;
-        let map = input_map(session, &slot.stream, (plan, self.mask), shape, &slot.input)?;
+        let map = input_map(session, stream, (plan, self.mask), shape, input)?;
         // SAFETY: `input` holds the band's buffer rows (uploaded before, in stream order) and
         // `output` as many, `shape.height * pitch` elements or more, distinct buffers; the mask
         // is in MASK or in `device_mask`, written on the engine's stream, which the slots'
@@ -55,11 +77,11 @@ impl<D: ImageDim> BandWork for ImageBands<'_, '_, D> {
         unsafe {
             enqueue2d(
                 session,
-                &slot.stream,
+                stream,
                 (plan, &grid),
-                (&slot.input, map.as_ref()),
+                (input, map.as_ref()),
                 self.device_mask.as_ref(),
-                &mut slot.output,
+                output,
             )
         }
     }
@@ -80,20 +102,19 @@ impl<D: ImageDim> BandWork for ImageBands<'_, '_, D> {
 /// Packs the buffer rows of `band` into `buffer`, rows `pitch` elements apart: image rows
 /// where they exist, rows past the image's edges folded by `mode` (the far side of the image
 /// for `Wrap`, `Reflect` and `Mirror`), or the constant.
-fn pack_band<D: ImageDim>(
-    image: &ArrayView<'_, f32, D>,
+fn pack_band<T: Element, D: ImageDim>(
+    image: &ArrayView<'_, T, D>,
     pitch: usize,
     mode: BoundaryMode,
     band: &Band,
-    buffer: &mut [f32],
+    buffer: &mut [T],
 ) {
     let height = image.len_of(Axis(0));
     let row_len: usize = image.shape()[1..].iter().product();
     let first = band.first_buffer_row();
-    let ghost = match mode {
-        BoundaryMode::Constant(cval) => cval,
-        _ => 0.0,
-    };
+    // Exact for `f32` and `f64`; the device sets the rows again for converted types, whose
+    // range may not hold the constant (`BandWork::constant`).
+    let ghost = T::from_f64(mode.constant().map_or(0.0, f64::from));
     buffer
         .par_chunks_mut(pitch)
         .with_min_len(MIN_ROWS_PER_TASK)
@@ -110,13 +131,13 @@ fn pack_band<D: ImageDim>(
 impl Engine {
     /// Filters a host image into `output` through the pipeline: the planned kernel over bands
     /// of rows, as many as the device memory the engine may use and the band size ask for.
-    pub(super) fn filter2d_bands<D: ImageDim>(
+    pub(super) fn filter2d_bands<I: Element, O: Element<Real = I::Real>, D: ImageDim>(
         &self,
-        image: ArrayView<'_, f32, D>,
+        image: ArrayView<'_, I, D>,
         shape: ImageShape,
-        mask: &Mask2d,
+        mask: &Mask2d<I::Real>,
         launch: Launch<'_>,
-        mut output: ArrayViewMut<'_, f32, D>,
+        mut output: ArrayViewMut<'_, O, D>,
     ) -> Result<()> {
         let call = HostCall {
             plan: launch.plan,
@@ -131,6 +152,7 @@ impl Engine {
             mask,
             launch,
             device_mask,
+            output: PhantomData::<O>,
         };
         self.run_host_call(call, work, |band, rows| {
             let mut kept = output.slice_axis_mut(Axis(0), Slice::from(band.output.clone()));

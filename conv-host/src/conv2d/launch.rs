@@ -9,7 +9,7 @@ use crate::error::{ConvError, Result};
 use crate::options::Kernel;
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
 use crate::session::Session;
-use cudarc::driver::{CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
 
 /// Geometry of a pitched, interleaved image.
@@ -38,10 +38,10 @@ impl Grid2d {
     /// # Errors
     /// [`ConvError::TooLarge`] for an image whose sides or blocks exceed the kernels' indexing or
     /// the device's grid; driver errors of the occupancy query.
-    pub(super) fn new(
+    pub(super) fn new<R>(
         session: &Session<'_>,
         shape: ImageShape,
-        mask: &Mask2d,
+        mask: &Mask2d<R>,
         launch: Launch<'_>,
     ) -> Result<Self> {
         let plan = launch.plan;
@@ -155,12 +155,12 @@ pub(super) fn uses_tensor_copies(plan: &LaunchPlan) -> bool {
 /// The tensor map a tensor-copy plan's kernel takes in `input`'s place, `None` for the other
 /// designs: `input` as an image of `shape` (`height` rows of `width * channels` elements,
 /// `pitch` apart) in the boxes the kernel's layout lands, uploaded on `stream`.
-pub(super) fn input_map(
+pub(super) fn input_map<T: DeviceRepr, R>(
     session: &Session<'_>,
     stream: &Arc<CudaStream>,
-    (plan, mask): (&LaunchPlan, &Mask2d),
+    (plan, mask): (&LaunchPlan, &Mask2d<R>),
     shape: ImageShape,
-    input: &CudaSlice<f32>,
+    input: &CudaSlice<T>,
 ) -> Result<Option<CudaSlice<u64>>> {
     if !uses_tensor_copies(plan) {
         return Ok(None);
@@ -183,13 +183,13 @@ pub(super) fn input_map(
 /// `height` rows, `pitch` apart); the mask is where `plan` reads it (in MASK, or in `mask`),
 /// written before in `stream`'s order; `map`, given for the tensor-copy kernels, describes
 /// `input` ([`input_map`]).
-pub(super) unsafe fn enqueue2d(
+pub(super) unsafe fn enqueue2d<T: DeviceRepr, R: DeviceRepr>(
     session: &Session<'_>,
     stream: &Arc<CudaStream>,
     (plan, grid): (&LaunchPlan, &Grid2d),
-    (input, map): (&CudaSlice<f32>, Option<&CudaSlice<u64>>),
-    mask: Option<&CudaSlice<f32>>,
-    output: &mut CudaSlice<f32>,
+    (input, map): (&CudaSlice<T>, Option<&CudaSlice<u64>>),
+    mask: Option<&CudaSlice<R>>,
+    output: &mut CudaSlice<T>,
 ) -> Result<()> {
     for_each_grid(grid.blocks_y, grid.max_grid_y, |offset, count| {
         let (config, params) = grid.grid(offset, count);
@@ -212,8 +212,9 @@ pub(super) unsafe fn enqueue2d(
 }
 
 impl Engine {
-    /// Uploads a pitched image, launches the plan `runs` times over as many grids as the height
+    /// Benchmark support: uploads a pitched image, launches the plan `runs` times over as many grids as the height
     /// needs, and downloads the pitched result into `out`; returns each run's kernel time.
+    #[cfg(feature = "bench")]
     pub(super) fn launch2d(
         &self,
         image: &[f32],

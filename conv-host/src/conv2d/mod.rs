@@ -38,15 +38,17 @@ pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;
 
 use crate::abi::Conv2dParams;
 use crate::device_array::DeviceDim;
+use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, pack_pitched, try_zeros, unpack_pitched};
+use crate::layout::{check_output, try_zeros};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan};
 use cudarc::driver::DeviceRepr;
 use launch::ImageShape;
 use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Ix2, Ix3, s};
+use std::any::Any;
 
 // SAFETY: `Conv2dParams` is `repr(C)`, `Copy`, plain integers and floats, declared identically
 // by the kernels (same source file).
@@ -93,8 +95,8 @@ pub struct Conv2dOptions {
 }
 
 /// A mask in correlation order with its anchor.
-pub(crate) struct Mask2d {
-    pub(crate) values: Vec<f32>,
+pub(crate) struct Mask2d<R = f32> {
+    pub(crate) values: Vec<R>,
     pub(crate) rows: usize,
     pub(crate) cols: usize,
     pub(crate) top: usize,
@@ -102,11 +104,11 @@ pub(crate) struct Mask2d {
 }
 
 /// Validates the origins and orients the mask (flipped on both axes for convolution).
-pub(crate) fn orient2d<T: Data<Elem = f32>>(
+pub(crate) fn orient2d<R: Real, T: Data<Elem = R>>(
     mask: &ArrayBase<T, Ix2>,
     origin: [isize; 2],
     flip: bool,
-) -> Result<Mask2d> {
+) -> Result<Mask2d<R>> {
     let (rows, cols) = mask.dim();
     let top = anchor(rows, origin[0], flip)?;
     let left = anchor(cols, origin[1], flip)?;
@@ -187,19 +189,19 @@ impl Engine {
     /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`],
     /// [`ConvError::InvalidLaunch`], [`ConvError::OutOfMemory`], [`ConvError::Driver`]. An empty
     /// image (any side 0, zero channels included) gives an empty output.
-    pub fn correlate2d<S, T, D>(
+    pub fn correlate2d<S, M, D>(
         &self,
         image: &ArrayBase<S, D>,
-        mask: &ArrayBase<T, Ix2>,
+        mask: &ArrayBase<M, Ix2>,
         options: &Conv2dOptions,
-    ) -> Result<Array<f32, D>>
+    ) -> Result<Array<S::Elem, D>>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
         D: ImageDim,
     {
         let mut output = try_zeros(image.raw_dim())?;
-        self.filter2d(image, mask, options, false, output.view_mut(), None)?;
+        self.filter2d(image, mask, options, false, output.view_mut())?;
         Ok(output)
     }
 
@@ -208,20 +210,20 @@ impl Engine {
     /// # Errors
     /// As [`Engine::correlate2d`], plus [`ConvError::ShapeMismatch`] and
     /// [`ConvError::OverlappingOutput`].
-    pub fn correlate2d_into<S, T, D>(
+    pub fn correlate2d_into<S, M, O, D>(
         &self,
         image: &ArrayBase<S, D>,
-        mask: &ArrayBase<T, Ix2>,
+        mask: &ArrayBase<M, Ix2>,
         options: &Conv2dOptions,
-        output: ArrayViewMut<'_, f32, D>,
+        output: ArrayViewMut<'_, O, D>,
     ) -> Result<()>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
         D: ImageDim,
     {
-        self.filter2d(image, mask, options, false, output, None)
-            .map(drop)
+        self.filter2d(image, mask, options, false, output)
     }
 
     /// 2D convolution on the GPU: correlation with the mask flipped on both axes, as
@@ -229,19 +231,19 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::correlate2d`].
-    pub fn convolve2d<S, T, D>(
+    pub fn convolve2d<S, M, D>(
         &self,
         image: &ArrayBase<S, D>,
-        mask: &ArrayBase<T, Ix2>,
+        mask: &ArrayBase<M, Ix2>,
         options: &Conv2dOptions,
-    ) -> Result<Array<f32, D>>
+    ) -> Result<Array<S::Elem, D>>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
         D: ImageDim,
     {
         let mut output = try_zeros(image.raw_dim())?;
-        self.filter2d(image, mask, options, true, output.view_mut(), None)?;
+        self.filter2d(image, mask, options, true, output.view_mut())?;
         Ok(output)
     }
 
@@ -249,20 +251,20 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::correlate2d_into`].
-    pub fn convolve2d_into<S, T, D>(
+    pub fn convolve2d_into<S, M, O, D>(
         &self,
         image: &ArrayBase<S, D>,
-        mask: &ArrayBase<T, Ix2>,
+        mask: &ArrayBase<M, Ix2>,
         options: &Conv2dOptions,
-        output: ArrayViewMut<'_, f32, D>,
+        output: ArrayViewMut<'_, O, D>,
     ) -> Result<()>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
         D: ImageDim,
     {
-        self.filter2d(image, mask, options, true, output, None)
-            .map(drop)
+        self.filter2d(image, mask, options, true, output)
     }
 
     /// Benchmark support (cargo feature `bench`): the correlation of [`Engine::correlate2d`], with the kernel run
@@ -285,58 +287,11 @@ impl Engine {
         D: ImageDim,
     {
         let mut output = try_zeros(image.raw_dim())?;
-        let times = self.filter2d(
-            image,
-            mask,
-            options,
-            false,
-            output.view_mut(),
-            Some(runs.max(1)),
-        )?;
-        Ok((output, times))
-    }
-
-    /// The oriented mask (the factors in place of the taps for the separable designs) and the
-    /// plan of one operation on an image of `(height, width, channels)`.
-    fn prepare2d<T: Data<Elem = f32>>(
-        &self,
-        mask: &ArrayBase<T, Ix2>,
-        options: &Conv2dOptions,
-        flip: bool,
-        image: (usize, usize, usize),
-    ) -> Result<(Mask2d, LaunchPlan)> {
-        let mut mask = orient2d(mask, options.origin, flip)?;
-        let plan = self.plan_oriented(&mask, image, options)?;
-        if matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma) {
-            // The kernel reads the factors in place of the taps (the plan found them).
-            mask.values = separable::factor(&mask).ok_or(ConvError::InvalidLaunch {
-                kernel: plan.entry_point,
-                reason: "the mask is not separable".into(),
-            })?;
-        }
-        Ok((mask, plan))
-    }
-
-    fn filter2d<S, T, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<T, Ix2>,
-        options: &Conv2dOptions,
-        flip: bool,
-        output: ArrayViewMut<'_, f32, D>,
-        timed_runs: Option<usize>,
-    ) -> Result<Vec<f32>>
-    where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
-        D: ImageDim,
-    {
-        check_output(image, &output)?;
         let (height, width, channels) = D::image_shape(image.shape());
-        let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, timed_runs.unwrap_or(1))?;
+        let (mask, plan) = self.prepare2d(mask, options, false, (height, width, channels))?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, runs.max(1))?;
         if image.is_empty() {
-            return Ok(Vec::new());
+            return Ok((output, Vec::new()));
         }
         let pitch = <D as DeviceDim>::pitch(width * channels);
         let shape = ImageShape {
@@ -345,10 +300,6 @@ impl Engine {
             channels,
             pitch,
         };
-        if timed_runs.is_none() {
-            self.filter2d_bands(image.view(), shape, &mask, launch, output)?;
-            return Ok(Vec::new());
-        }
         let mask_bytes = if plan.mask_in_constant_memory {
             0
         } else {
@@ -360,10 +311,85 @@ impl Engine {
                 .saturating_mul(8)
                 .saturating_add(mask_bytes),
         )?;
-        let packed = pack_pitched(image, pitch);
+        let packed = crate::layout::pack_pitched(image, pitch);
         let mut result = vec![0.0f32; height * pitch];
         let times = self.launch2d(&packed, shape, &mask, launch, &mut result)?;
-        unpack_pitched(&result, pitch, output);
-        Ok(times)
+        crate::layout::unpack_pitched(&result, pitch, output.view_mut());
+        Ok((output, times))
+    }
+
+    /// The plan of an oriented mask of the real type `R` on an image of `(height, width,
+    /// channels)`: every design for `f32`, the textbook designs for `f64`.
+    fn plan_real<R: Real>(
+        &self,
+        mask: &Mask2d<R>,
+        image: (usize, usize, usize),
+        options: &Conv2dOptions,
+    ) -> Result<LaunchPlan> {
+        match (mask as &dyn Any).downcast_ref::<Mask2d<f32>>() {
+            Some(mask) => self.plan_oriented(mask, image, options),
+            None => textbook::plan_f64(
+                self.device(),
+                (mask.rows, mask.cols),
+                image.2.max(1),
+                options.kernel,
+                options.tile,
+            ),
+        }
+    }
+
+    /// The oriented mask (the factors in place of the taps for the separable designs) and the
+    /// plan of one operation on an image of `(height, width, channels)`.
+    fn prepare2d<R: Real, T: Data<Elem = R>>(
+        &self,
+        mask: &ArrayBase<T, Ix2>,
+        options: &Conv2dOptions,
+        flip: bool,
+        image: (usize, usize, usize),
+    ) -> Result<(Mask2d<R>, LaunchPlan)> {
+        let mut mask = orient2d(mask, options.origin, flip)?;
+        let plan = self.plan_real(&mask, image, options)?;
+        if let Some(mask) = (&mut mask as &mut dyn Any).downcast_mut::<Mask2d<f32>>()
+            && matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma)
+        {
+            // The kernel reads the factors in place of the taps (the plan found them).
+            mask.values = separable::factor(mask).ok_or(ConvError::InvalidLaunch {
+                kernel: plan.entry_point,
+                reason: "the mask is not separable".into(),
+            })?;
+        }
+        Ok((mask, plan))
+    }
+
+    /// Filters a host image of any element type into `output` through the pipeline.
+    fn filter2d<S, M, O, D>(
+        &self,
+        image: &ArrayBase<S, D>,
+        mask: &ArrayBase<M, Ix2>,
+        options: &Conv2dOptions,
+        flip: bool,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+        D: ImageDim,
+    {
+        check_output(image, &output)?;
+        let (height, width, channels) = D::image_shape(image.shape());
+        let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, 1)?;
+        if image.is_empty() {
+            return Ok(());
+        }
+        let pitch = <D as DeviceDim>::pitch(width * channels);
+        let shape = ImageShape {
+            height,
+            width,
+            channels,
+            pitch,
+        };
+        self.filter2d_bands(image.view(), shape, &mask, launch, output)
     }
 }

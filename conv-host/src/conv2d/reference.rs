@@ -2,6 +2,7 @@
 
 use super::{Conv2dOptions, ImageDim, orient2d};
 use crate::conv1d::reference::{clamp_output, fold, ghost_value};
+use crate::element::Element;
 use crate::error::Result;
 use crate::options::clamp_bounds;
 use ndarray::{Array, ArrayBase, Data, Ix2};
@@ -13,15 +14,15 @@ fn filter2d<S, T, D>(
     flip: bool,
 ) -> Result<Array<f64, D>>
 where
-    S: Data<Elem = f32>,
-    T: Data<Elem = f32>,
+    S: Data<Elem: Element>,
+    T: Data<Elem = <S::Elem as Element>::Real>,
     D: ImageDim,
 {
     let mask = orient2d(mask, options.origin, flip)?;
     let bounds = clamp_bounds(options.clamp)?;
     let cval = ghost_value(options.mode);
     let (height, width, channels) = D::image_shape(image.shape());
-    let pixels: Vec<f64> = image.iter().map(|&v| f64::from(v)).collect();
+    let pixels: Vec<f64> = image.iter().map(|&v| v.to_f64()).collect();
     let mut out = Vec::with_capacity(pixels.len());
     for y in 0..height as i64 {
         for x in 0..width as i64 {
@@ -35,7 +36,7 @@ where
                             (Some(r), Some(k)) => pixels[(r * width + k) * channels + c],
                             _ => cval,
                         };
-                        sum += f64::from(mask.values[i * mask.cols + j]) * value;
+                        sum += mask.values[i * mask.cols + j].to_f64() * value;
                     }
                 }
                 out.push(clamp_output(sum, bounds));
@@ -45,8 +46,9 @@ where
     Ok(Array::from_shape_vec(image.raw_dim(), out).expect("one output per input element"))
 }
 
-/// CPU twin of [`crate::Engine::correlate2d`], accumulating in f64. `options.kernel` and
-/// `options.tile` are ignored.
+/// CPU twin of [`crate::Engine::correlate2d`] for every element type, accumulating in f64 and
+/// returning the unrounded sums ([`Element::from_f64`] gives what the GPU stores in an output
+/// type). `options.kernel` and `options.tile` are ignored.
 ///
 /// # Errors
 /// The option errors of the GPU call.
@@ -56,8 +58,8 @@ pub fn correlate2d<S, T, D>(
     options: &Conv2dOptions,
 ) -> Result<Array<f64, D>>
 where
-    S: Data<Elem = f32>,
-    T: Data<Elem = f32>,
+    S: Data<Elem: Element>,
+    T: Data<Elem = <S::Elem as Element>::Real>,
     D: ImageDim,
 {
     filter2d(image, mask, options, false)
@@ -73,8 +75,8 @@ pub fn convolve2d<S, T, D>(
     options: &Conv2dOptions,
 ) -> Result<Array<f64, D>>
 where
-    S: Data<Elem = f32>,
-    T: Data<Elem = f32>,
+    S: Data<Elem: Element>,
+    T: Data<Elem = <S::Elem as Element>::Real>,
     D: ImageDim,
 {
     filter2d(image, mask, options, true)

@@ -3,7 +3,7 @@
 
 use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
-use crate::error::Result;
+use crate::error::{ConvError, Result};
 use crate::options::Kernel;
 use crate::plan::{EntryPoints, LaunchPlan, check_block};
 
@@ -26,6 +26,40 @@ const ENTRY_POINTS: EntryPoints = EntryPoints {
     tiled_l2: "conv2d_tiled_l2",
     tiled_l2_global_mask: "conv2d_tiled_l2_global_mask",
 };
+
+/// The same designs' `f64` instantiations.
+const ENTRY_POINTS_F64: EntryPoints = EntryPoints {
+    basic: "conv2d_basic_f64",
+    constant: "conv2d_constant_mask_f64",
+    tiled: "conv2d_tiled_f64",
+    tiled_global_mask: "conv2d_tiled_global_mask_f64",
+    tiled_l2: "conv2d_tiled_l2_f64",
+    tiled_l2_global_mask: "conv2d_tiled_l2_global_mask_f64",
+};
+
+/// Plans an `f64` operation: the textbook designs are the ones with `f64` kernels, `Auto`
+/// choosing among them as for `f32`.
+///
+/// # Errors
+/// [`ConvError::InvalidLaunch`] for another design, and as [`plan`].
+pub(super) fn plan_f64(
+    device: &DeviceInfo,
+    mask: (usize, usize),
+    channels: usize,
+    kernel: Kernel,
+    tile: Option<(u32, u32)>,
+) -> Result<LaunchPlan> {
+    if kernel != Kernel::Auto && !Kernel::TEXTBOOK.contains(&kernel) {
+        return Err(ConvError::InvalidLaunch {
+            kernel: "conv2d",
+            reason: format!(
+                "the {kernel} design has no f64 kernel (f64 runs on auto, basic, constant-mask, \
+                 tiled and tiled-l2)"
+            ),
+        });
+    }
+    plan_typed(device, mask, channels, kernel, tile, (&ENTRY_POINTS_F64, 8))
+}
 
 /// Output elements of a tiled-kernel block of `block` threads for a halo of `halo` (elements,
 /// rows): the block covers the input tile, so its output tile is the block less the halo, or
@@ -70,16 +104,28 @@ fn tiled_default_block(halo: (u64, u64)) -> (u32, u32) {
 /// than [`AUTO_TILED_ABOVE_TAPS`] taps, the constant-mask kernel up to it).
 pub(super) fn plan(
     device: &DeviceInfo,
-    (rows, cols): (usize, usize),
+    mask: (usize, usize),
     channels: usize,
     kernel: Kernel,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
+    plan_typed(device, mask, channels, kernel, tile, (&ENTRY_POINTS, 4))
+}
+
+/// [`plan`] for the entry points `table` of elements of `bytes` bytes.
+fn plan_typed(
+    device: &DeviceInfo,
+    (rows, cols): (usize, usize),
+    channels: usize,
+    kernel: Kernel,
+    tile: Option<(u32, u32)>,
+    (table, bytes): (&EntryPoints, u64),
+) -> Result<LaunchPlan> {
     let large = rows.saturating_mul(cols) > AUTO_TILED_ABOVE_TAPS;
-    let fits = rows.saturating_mul(cols) <= MASK_CAPACITY;
+    let fits = rows.saturating_mul(cols).saturating_mul(bytes as usize) <= MASK_CAPACITY * 4;
     let (kernel, entry_point) = match kernel {
-        Kernel::Auto if large => ENTRY_POINTS.select(Kernel::Tiled, fits),
-        other => ENTRY_POINTS.select(other, fits),
+        Kernel::Auto if large => table.select(Kernel::Tiled, fits),
+        other => table.select(other, fits),
     };
     let halo = ((cols as u64 - 1) * channels as u64, rows as u64 - 1);
     let block = tile.unwrap_or(match kernel {
@@ -87,7 +133,7 @@ pub(super) fn plan(
         _ => DEFAULT_TILE_2D,
     });
     // The textbook's design: output tile = block - halo, so each thread loads one element.
-    let (output_tile, shared_floats) = match kernel {
+    let (output_tile, shared_elements) = match kernel {
         Kernel::Tiled => {
             let tile = tiled_output_tile(block, halo);
             (
@@ -98,14 +144,14 @@ pub(super) fn plan(
         Kernel::TiledL2 => (block, u64::from(block.0) * u64::from(block.1)),
         _ => (block, 0),
     };
-    check_block(device, entry_point, block, shared_floats * 4)?;
+    check_block(device, entry_point, block, shared_elements * bytes)?;
     Ok(LaunchPlan {
         kernel,
         entry_point,
         block,
         output_tile,
-        shared_memory_bytes: (shared_floats * 4) as u32,
-        mask_in_constant_memory: fits && entry_point != ENTRY_POINTS.basic,
+        shared_memory_bytes: (shared_elements * bytes) as u32,
+        mask_in_constant_memory: fits && entry_point != table.basic,
     })
 }
 

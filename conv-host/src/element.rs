@@ -1,0 +1,217 @@
+//! Element types of images, signals and masks: `u8`, `u16`, [`half::f16`], `f32` and `f64`.
+//!
+//! Every type but `f64` is filtered in `f32`: masks are `f32`, sums are `f32`, and inputs of
+//! `u8`, `u16` and `f16` are widened to `f32` on the GPU after their upload, outputs narrowed
+//! from `f32` on the GPU before their download, so transfers move only the type's own bytes.
+//! `f64` data is filtered in `f64` with `f64` masks, by the textbook designs.
+//!
+//! Integer outputs are rounded to nearest (ties to even) and saturated to the type's range,
+//! NaN giving 0, as NPP and OpenCV do; SciPy instead truncates toward zero and wraps around.
+
+use cudarc::driver::DeviceRepr;
+use half::f16;
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for u8 {}
+    impl Sealed for u16 {}
+    impl Sealed for half::f16 {}
+    impl Sealed for f32 {}
+    impl Sealed for f64 {}
+}
+
+/// An element type of the data the library filters.
+///
+/// The output of a filter may be of another type than its input when both compute in the
+/// same [`Real`] type: a `u8` image filters into `u8`, `u16`, `f16` or `f32`, an `f64` one only
+/// into `f64`. Other combinations do not compile.
+pub trait Element:
+    sealed::Sealed + Copy + Default + PartialEq + std::fmt::Debug + Send + Sync + DeviceRepr + 'static
+{
+    /// The type the GPU adds in and masks are given in: `f32`, or `f64` for `f64`.
+    type Real: Real;
+    /// The type's name in PTX entry points and messages: `u8`, `u16`, `f16`, `f32`, `f64`.
+    const NAME: &'static str;
+    /// The value as `f64` (exact for every type).
+    fn to_f64(self) -> f64;
+    /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
+    /// type's range, NaN to 0; floats rounded to nearest.
+    fn from_f64(value: f64) -> Self;
+    /// The value in the type the GPU computes in (exact).
+    fn to_real(self) -> Self::Real;
+}
+
+/// A type the GPU computes in: `f32` or `f64`.
+pub trait Real: Element<Real = Self> + num_like::Float {}
+
+impl Real for f32 {}
+impl Real for f64 {}
+
+/// The arithmetic the library needs of its compute types, without a dependency for it.
+pub mod num_like {
+    /// `f32` or `f64`.
+    pub trait Float:
+        Copy
+        + PartialOrd
+        + std::ops::Add<Output = Self>
+        + std::ops::Mul<Output = Self>
+        + std::ops::Div<Output = Self>
+        + std::ops::Sub<Output = Self>
+    {
+        /// Zero.
+        const ZERO: Self;
+        /// From `f64`, rounded to nearest.
+        fn from_f64(value: f64) -> Self;
+        /// As `f64`.
+        fn as_f64(self) -> f64;
+    }
+
+    impl Float for f32 {
+        const ZERO: Self = 0.0;
+        fn from_f64(value: f64) -> Self {
+            value as f32
+        }
+        fn as_f64(self) -> f64 {
+            f64::from(self)
+        }
+    }
+
+    impl Float for f64 {
+        const ZERO: Self = 0.0;
+        fn from_f64(value: f64) -> Self {
+            value
+        }
+        fn as_f64(self) -> f64 {
+            self
+        }
+    }
+}
+
+/// Implements [`Element`] for an unsigned integer type.
+macro_rules! unsigned {
+    ($($t:ty),+) => {$(
+        impl Element for $t {
+            type Real = f32;
+            const NAME: &'static str = stringify!($t);
+
+            fn to_f64(self) -> f64 {
+                f64::from(self)
+            }
+
+            fn from_f64(value: f64) -> Self {
+                // `as` saturates and maps NaN to 0.
+                value.round_ties_even() as $t
+            }
+
+            fn to_real(self) -> f32 {
+                f32::from(self)
+            }
+        }
+    )+};
+}
+
+unsigned!(u8, u16);
+
+impl Element for f16 {
+    type Real = f32;
+    const NAME: &'static str = "f16";
+
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+
+    fn from_f64(value: f64) -> Self {
+        f16::from_f64(value)
+    }
+
+    fn to_real(self) -> f32 {
+        f32::from(self)
+    }
+}
+
+impl Element for f32 {
+    type Real = f32;
+    const NAME: &'static str = "f32";
+
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+
+    fn from_f64(value: f64) -> Self {
+        value as f32
+    }
+
+    fn to_real(self) -> f32 {
+        self
+    }
+}
+
+impl Element for f64 {
+    type Real = f64;
+    const NAME: &'static str = "f64";
+
+    fn to_f64(self) -> f64 {
+        self
+    }
+
+    fn from_f64(value: f64) -> Self {
+        value
+    }
+
+    fn to_real(self) -> f64 {
+        self
+    }
+}
+
+/// The device-side conversion of `T` to `f32` after its upload (`None`: the kernels read `T`).
+pub(crate) fn widening<T: Element>() -> Option<&'static str> {
+    match T::NAME {
+        "u8" => Some("convert_u8_f32"),
+        "u16" => Some("convert_u16_f32"),
+        "f16" => Some("convert_f16_f32"),
+        _ => None,
+    }
+}
+
+/// The device-side conversion of `f32` to `T` before its download (`None`: the kernels write
+/// `T`).
+pub(crate) fn narrowing<T: Element>() -> Option<&'static str> {
+    match T::NAME {
+        "u8" => Some("convert_f32_u8"),
+        "u16" => Some("convert_f32_u16"),
+        "f16" => Some("convert_f32_f16"),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Integers round to nearest, ties to even, and saturate; NaN gives 0; halves round.
+    #[test]
+    fn narrowing_rounds_and_saturates() {
+        let cases = [
+            (-3.7, 0),
+            (0.5, 0),
+            (1.5, 2),
+            (2.5, 2),
+            (254.5, 254),
+            (255.49, 255),
+            (300.0, 255),
+        ];
+        for (value, expected) in cases {
+            assert_eq!(u8::from_f64(value), expected, "{value}");
+        }
+        assert_eq!(u8::from_f64(f64::NAN), 0);
+        assert_eq!(u16::from_f64(65535.6), 65535);
+        assert_eq!(u16::from_f64(1e9), 65535);
+        assert_eq!(
+            f16::from_f64(1.0 / 3.0).to_f64(),
+            f64::from(f16::from_f32(1.0 / 3.0))
+        );
+        assert!(f16::from_f64(1e6).to_f64().is_infinite());
+        assert_eq!(widening::<u8>(), Some("convert_u8_f32"));
+        assert_eq!((widening::<f32>(), narrowing::<f64>()), (None, None));
+    }
+}

@@ -1,0 +1,360 @@
+//! Element types on the GPU against the f64 reference: `u8`, `u16` and `f16` images (widened
+//! to `f32` on the device, filtered by every design, narrowed back), their `f32` outputs, and
+//! `f64` images filtered in `f64` by the textbook designs; banded runs whose constant ghost
+//! rows the input type cannot hold; typed errors for designs without an `f64` kernel.
+
+mod common;
+
+use common::tensor_copy::has_tensor_copies;
+use common::{engine, random_origin, rng};
+use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, Element, Engine, Kernel, f16};
+use ndarray::{Array2, Array3, ArrayView3, Zip};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// Every boundary mode, with a constant outside the integer types' range among them.
+const MODES: [BoundaryMode; 6] = [
+    BoundaryMode::Constant(0.0),
+    BoundaryMode::Constant(-1.5),
+    BoundaryMode::Nearest,
+    BoundaryMode::Reflect,
+    BoundaryMode::Mirror,
+    BoundaryMode::Wrap,
+];
+
+/// A random value of an element type, over its range (integers) or [-2, 2) (floats).
+trait Random: Element {
+    fn random(rng: &mut StdRng) -> Self;
+}
+
+impl Random for u8 {
+    fn random(rng: &mut StdRng) -> Self {
+        rng.random()
+    }
+}
+
+impl Random for u16 {
+    fn random(rng: &mut StdRng) -> Self {
+        rng.random()
+    }
+}
+
+impl Random for f16 {
+    fn random(rng: &mut StdRng) -> Self {
+        f16::from_f32(rng.random_range(-2.0..2.0))
+    }
+}
+
+impl Random for f32 {
+    fn random(rng: &mut StdRng) -> Self {
+        rng.random_range(-2.0..2.0)
+    }
+}
+
+impl Random for f64 {
+    fn random(rng: &mut StdRng) -> Self {
+        rng.random_range(-2.0..2.0)
+    }
+}
+
+fn random_image<T: Random>(rng: &mut StdRng, shape: (usize, usize, usize)) -> Array3<T> {
+    Array3::from_shape_simple_fn(shape, || T::random(rng))
+}
+
+/// Asserts that `got` is what an output of type `O` should hold for the reference sums:
+/// integers rounded to nearest and saturated, exactly, except where the f32 sum's rounding
+/// (within `scale * 1e-5`) straddles a rounding boundary; `f16` within half an ulp of it plus
+/// the same rounding; `f32` within `scale * 1e-5`; `f64` within `scale * 1e-12`.
+fn check<O: Element>(
+    got: ArrayView3<'_, O>,
+    reference: ArrayView3<'_, f64>,
+    scale: f64,
+    what: &str,
+) {
+    let tolerance = scale * if O::NAME == "f64" { 1e-12 } else { 1e-5 };
+    let mut mismatches = 0;
+    let mut first = None;
+    Zip::indexed(got).and(reference).for_each(|index, &g, &r| {
+        let expected = O::from_f64(r).to_f64();
+        let value = g.to_f64();
+        let ok = match O::NAME {
+            "u8" | "u16" => {
+                value == expected
+                    || (value - O::from_f64(r - tolerance).to_f64()).abs() == 0.0
+                    || (value - O::from_f64(r + tolerance).to_f64()).abs() == 0.0
+            }
+            "f16" => {
+                (value - r).abs() <= (expected - r).abs() + r.abs() * 2f64.powi(-11) + tolerance
+            }
+            _ => (value - r).abs() <= tolerance,
+        };
+        if !ok {
+            mismatches += 1;
+            first.get_or_insert((index, value, r));
+        }
+    });
+    assert_eq!(
+        mismatches, 0,
+        "{what}: first mismatch (index, got, reference sum) {first:?}"
+    );
+}
+
+/// Sum of the mask's magnitudes times the image's largest magnitude: bounds every output.
+fn scale<T: Element>(image: &Array3<T>, mask: &Array2<T::Real>) -> f64 {
+    let image_max = image.iter().fold(1.0f64, |m, v| m.max(v.to_f64().abs()));
+    let mask_sum: f64 = mask.iter().map(|v| v.to_f64().abs()).sum();
+    image_max * mask_sum.max(1.0)
+}
+
+/// The mask a design takes: square 3 x 3 or 5 x 5 for the register-tiled designs, rank-1 for
+/// the separable ones, any shape up to 9 x 9 otherwise; taps in [-1, 1).
+fn mask_for(rng: &mut StdRng, kernel: Kernel) -> Array2<f32> {
+    match kernel {
+        Kernel::RegisterTiled | Kernel::RegisterTiledTma => {
+            let n = [3, 5][rng.random_range(0..2)];
+            Array2::from_shape_simple_fn((n, n), || rng.random_range(-1.0..1.0))
+        }
+        Kernel::Separable | Kernel::SeparableTma => {
+            let (rows, cols) = (rng.random_range(2..10), rng.random_range(2..10));
+            let column: Vec<f32> = (0..rows).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let row: Vec<f32> = (0..cols).map(|_| rng.random_range(-1.0..1.0)).collect();
+            Array2::from_shape_fn((rows, cols), |(i, j)| column[i] * row[j])
+        }
+        _ => {
+            let shape = (rng.random_range(1..10), rng.random_range(1..10));
+            Array2::from_shape_simple_fn(shape, || rng.random_range(-1.0..1.0))
+        }
+    }
+}
+
+/// Options valid for `kernel`: the tensor-copy designs take only the zero border and a mask
+/// centred along the rows.
+fn options_for(
+    rng: &mut StdRng,
+    kernel: Kernel,
+    mode: BoundaryMode,
+    mask: (usize, usize),
+) -> Conv2dOptions {
+    let tensor_copies = matches!(kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma);
+    let rows = random_origin(rng, mask.0, false);
+    let columns = if tensor_copies {
+        0
+    } else {
+        random_origin(rng, mask.1, false)
+    };
+    Conv2dOptions {
+        mode: if tensor_copies {
+            BoundaryMode::Constant(0.0)
+        } else {
+            mode
+        },
+        kernel,
+        origin: [rows, columns],
+        ..Default::default()
+    }
+}
+
+/// `T` images through every design, mode and channel count, into `T` and into `f32`.
+fn narrow_type_everywhere<T: Random + Element<Real = f32>>(engine: &Engine, rng: &mut StdRng) {
+    let kernels = Kernel::EVERY.into_iter().filter(|&k| {
+        has_tensor_copies() || !matches!(k, Kernel::SeparableTma | Kernel::RegisterTiledTma)
+    });
+    for kernel in kernels {
+        for (m, mode) in MODES.into_iter().enumerate() {
+            let channels = [1, 3, 4][m % 3];
+            let shape = (rng.random_range(1..70), rng.random_range(1..90), channels);
+            let image = random_image::<T>(rng, shape);
+            let mask = mask_for(rng, kernel);
+            let options = options_for(rng, kernel, mode, mask.dim());
+            let what = format!(
+                "{} {kernel} {:?} {shape:?} mask {:?}",
+                T::NAME,
+                options.mode,
+                mask.dim()
+            );
+            let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+            let scale = scale(&image, &mask);
+            let same = engine.correlate2d(&image, &mask, &options);
+            let same = match same {
+                // A design that does not take this configuration refuses it for f32 too.
+                Err(ConvError::InvalidLaunch { .. }) => {
+                    let f32_image = image.mapv(|v| v.to_f64() as f32);
+                    assert!(
+                        engine.correlate2d(&f32_image, &mask, &options).is_err(),
+                        "{what}"
+                    );
+                    continue;
+                }
+                other => other.expect(&what),
+            };
+            check(same.view(), reference.view(), scale, &what);
+            let mut wide = Array3::<f32>::from_elem(shape, f32::NAN);
+            engine
+                .correlate2d_into(&image, &mask, &options, wide.view_mut())
+                .expect(&what);
+            check(
+                wide.view(),
+                reference.view(),
+                scale,
+                &format!("{what} into f32"),
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn narrow_types_match_the_reference_in_every_design_and_mode() {
+    let (mut rng, _) = rng("narrow types");
+    narrow_type_everywhere::<u8>(engine(), &mut rng);
+    narrow_type_everywhere::<u16>(engine(), &mut rng);
+    narrow_type_everywhere::<f16>(engine(), &mut rng);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn f64_images_match_the_reference_to_1e_12() {
+    let (mut rng, _) = rng("f64");
+    for kernel in [Kernel::Auto].into_iter().chain(Kernel::TEXTBOOK) {
+        for (m, mode) in MODES.into_iter().enumerate() {
+            let channels = [1, 3, 4][m % 3];
+            let shape = (rng.random_range(1..70), rng.random_range(1..90), channels);
+            let image = random_image::<f64>(&mut rng, shape);
+            let rows = [1, 3, 5, 11, 17, 33][m];
+            let mask = Array2::from_shape_simple_fn((rows, rng.random_range(1..20)), || {
+                rng.random_range(-1.0..1.0)
+            });
+            let options = options_for(&mut rng, kernel, mode, mask.dim());
+            let what = format!("f64 {kernel} {mode:?} {shape:?} mask {:?}", mask.dim());
+            let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+            let got = engine().correlate2d(&image, &mask, &options).expect(&what);
+            check(got.view(), reference.view(), scale(&image, &mask), &what);
+        }
+    }
+    // A mask too large for constant memory as f64 (over 2048 taps) reads it from global memory.
+    let image = random_image::<f64>(&mut rng, (40, 50, 1));
+    let mask = Array2::from_shape_simple_fn((3, 700), || rng.random_range(-1.0..1.0));
+    let options = Conv2dOptions {
+        mode: BoundaryMode::Wrap,
+        ..Default::default()
+    };
+    let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+    let got = engine().correlate2d(&image, &mask, &options).unwrap();
+    check(
+        got.view(),
+        reference.view(),
+        scale(&image, &mask),
+        "f64 3 x 700",
+    );
+}
+
+/// An engine capped to a little device memory runs `u8` images in many bands: the rows past
+/// the image's edges that the host packs as `u8` are set to the constant on the device.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn banded_narrow_types_keep_every_mode_and_constant() {
+    let (mut rng, _) = rng("banded narrow types");
+    let engine = Engine::new().unwrap();
+    let (height, width, channels) = (67, 45, 3);
+    // About 8 output rows per band: input, output and conversion buffers of f32.
+    engine.set_device_memory_limit(Some(3 * 4 * (width * channels + 32) * 20));
+    for mode in MODES {
+        let image = random_image::<u8>(&mut rng, (height, width, channels));
+        let mask = Array2::from_shape_simple_fn((rng.random_range(3..30), 5), || {
+            rng.random_range(-1.0..1.0f32)
+        });
+        let options = Conv2dOptions {
+            mode,
+            ..Default::default()
+        };
+        let what = format!("banded u8 {mode:?} mask {:?}", mask.dim());
+        let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+        let mut wide = Array3::<f32>::from_elem(image.dim(), f32::NAN);
+        engine
+            .correlate2d_into(&image, &mask, &options, wide.view_mut())
+            .expect(&what);
+        assert!(
+            engine.last_host_times().map_or(0, |t| t.bands) > 2,
+            "{what}: banded"
+        );
+        check(wide.view(), reference.view(), scale(&image, &mask), &what);
+        let same = engine.correlate2d(&image, &mask, &options).expect(&what);
+        check(same.view(), reference.view(), scale(&image, &mask), &what);
+    }
+}
+
+/// Integer outputs saturate (and clamp), NaN in a float input stays NaN in a float output and
+/// gives 0 in an integer one.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn integer_outputs_saturate_and_nan_propagates() {
+    let engine = engine();
+    let image = Array3::<u8>::from_elem((20, 30, 1), 200);
+    let boost = Array2::from_elem((3, 3), 1.0f32);
+    let saturated = engine
+        .correlate2d(&image, &boost, &Conv2dOptions::default())
+        .unwrap();
+    assert!(saturated.iter().all(|&v| v == 255));
+    let negative = Array2::from_elem((1, 1), -1.0f32);
+    let zeros = engine
+        .correlate2d(&image, &negative, &Conv2dOptions::default())
+        .unwrap();
+    assert!(zeros.iter().all(|&v| v == 0));
+    let clamped = Conv2dOptions {
+        clamp: Some(Clamp {
+            lo: 10.0,
+            hi: 100.4,
+        }),
+        ..Default::default()
+    };
+    let limited = engine.correlate2d(&image, &boost, &clamped).unwrap();
+    assert!(limited.iter().all(|&v| v == 100));
+    let mut halves = Array3::<f16>::from_elem((9, 9, 1), f16::ONE);
+    halves[[4, 4, 0]] = f16::NAN;
+    let identity = Array2::from_elem((1, 1), 1.0f32);
+    let propagated = engine
+        .correlate2d(&halves, &identity, &Conv2dOptions::default())
+        .unwrap();
+    assert!(propagated[[4, 4, 0]].is_nan() && propagated[[0, 0, 0]] == f16::ONE);
+    let mut bytes = Array3::<u8>::zeros((9, 9, 1));
+    engine
+        .correlate2d_into(
+            &halves,
+            &identity,
+            &Conv2dOptions::default(),
+            bytes.view_mut(),
+        )
+        .unwrap();
+    assert_eq!((bytes[[4, 4, 0]], bytes[[0, 0, 0]]), (0, 1));
+}
+
+/// A design without an `f64` kernel is a typed error, and the engine stays usable.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn designs_without_f64_kernels_are_typed_errors() {
+    let image = Array3::<f64>::from_elem((16, 16, 1), 1.0);
+    let mask = Array2::from_elem((3, 3), 1.0f64);
+    for kernel in [
+        Kernel::RegisterTiled,
+        Kernel::Separable,
+        Kernel::SeparableTma,
+        Kernel::RegisterTiledTma,
+    ] {
+        let options = Conv2dOptions {
+            kernel,
+            ..Default::default()
+        };
+        assert!(
+            matches!(
+                engine().correlate2d(&image, &mask, &options),
+                Err(ConvError::InvalidLaunch { .. })
+            ),
+            "{kernel}"
+        );
+    }
+    let got = engine()
+        .correlate2d(&image, &mask, &Conv2dOptions::default())
+        .unwrap();
+    assert_eq!(got[[8, 8, 0]], 9.0);
+    common::assert_engine_works();
+}
