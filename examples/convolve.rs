@@ -2,26 +2,35 @@
 //!
 //! ```sh
 //! cargo run --release --example convolve -- --input x.npy --mask m.npy --output y.npy \
-//!     [--mode reflect] [--cval 0] [--origin 0] [--correlate] [--cpu]
+//!     [--mode reflect] [--cval 0] [--origin 0] [--correlate] [--cpu] [--output-dtype float32]
 //! ```
 //!
-//! `x.npy` is a float32 array of shape `(N,)`, `(H, W)` or `(H, W, C)` (interleaved channels);
-//! `m.npy` is a float32 mask with one axis for a 1D input and two otherwise (applied to every
-//! channel). The defaults are `scipy.ndimage.convolve`'s: mode `reflect`, cval 0, origin 0; the
-//! origin applies to every axis. `--correlate` computes `scipy.ndimage.correlate` instead. The GPU
-//! is used when there is one, the f64 CPU reference otherwise or with `--cpu`.
+//! `x.npy` is an array of float64, float32, float16, uint8 or uint16, of shape `(N,)`, `(H, W)`
+//! or `(H, W, C)` (interleaved channels); `m.npy` is a float64 or float32 mask with one axis for a
+//! 1D input and two otherwise (applied to every channel). The output has the input's dtype
+//! unless `--output-dtype` names another (float64 inputs give float64 only); integer outputs are
+//! rounded to nearest and saturated, where SciPy truncates and wraps around. The defaults are
+//! `scipy.ndimage.convolve`'s: mode `reflect`, cval 0, origin 0; the origin applies to every axis.
+//! `--correlate` computes `scipy.ndimage.correlate` instead. The GPU is used when there is one,
+//! the f64 CPU reference otherwise or with `--cpu`.
 
-use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, reference};
-use ndarray::{ArrayD, Ix1, Ix2, Ix3};
-use ndarray_npy::{read_npy, write_npy};
+use conv_host::{
+    BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Element, Engine, ImageDim, reference,
+};
+use ndarray::{Array, Array1, ArrayD, ArrayView, ArrayView1, ArrayView2, Ix1, Ix2, Ix3};
+use npy::{Dtype, Npy};
+use std::any::Any;
 use std::process::ExitCode;
 use std::time::Instant;
 
 #[path = "common/cli.rs"]
 mod cli;
+#[path = "common/npy.rs"]
+mod npy;
 
 const USAGE: &str = "usage: convolve --input X.npy --mask M.npy --output Y.npy \
-[--mode constant|nearest|reflect|mirror|wrap] [--cval V] [--origin K] [--correlate] [--cpu]";
+[--mode constant|nearest|reflect|mirror|wrap] [--cval V] [--origin K] [--correlate] [--cpu] \
+[--output-dtype float64|float32|float16|uint8|uint16]";
 
 struct Args {
     input: String,
@@ -31,12 +40,13 @@ struct Args {
     origin: isize,
     correlate: bool,
     cpu: bool,
+    output_dtype: Option<Dtype>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let (mut input, mut mask, mut output) = (None, None, None);
     let (mut mode, mut cval, mut origin) = (BoundaryMode::Reflect, 0.0f32, 0isize);
-    let (mut correlate, mut cpu) = (false, false);
+    let (mut correlate, mut cpu, mut output_dtype) = (false, false, None);
     let mut words = std::env::args().skip(1);
     while let Some(flag) = words.next() {
         let mut value = || words.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -49,6 +59,7 @@ fn parse_args() -> Result<Args, String> {
             "--origin" => origin = value()?.parse().map_err(|e| format!("--origin: {e}"))?,
             "--correlate" => correlate = true,
             "--cpu" => cpu = true,
+            "--output-dtype" => output_dtype = Some(Dtype::parse(&value()?)?),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -65,13 +76,14 @@ fn parse_args() -> Result<Args, String> {
         origin,
         correlate,
         cpu,
+        output_dtype,
     })
 }
 
 fn run(args: &Args) -> Result<(), String> {
     let started = Instant::now();
-    let input: ArrayD<f32> = read_npy(&args.input).map_err(|e| format!("{}: {e}", args.input))?;
-    let mask: ArrayD<f32> = read_npy(&args.mask).map_err(|e| format!("{}: {e}", args.mask))?;
+    let input = npy::read(&args.input)?;
+    let mask = npy::read(&args.mask)?;
     let read_ms = ms_since(started);
     let engine_start = Instant::now();
     let engine = if args.cpu {
@@ -88,60 +100,36 @@ fn run(args: &Args) -> Result<(), String> {
     };
     let engine_ms = ms_since(engine_start);
     let filter_start = Instant::now();
-    let shape_error = |e: ndarray::ShapeError| {
-        format!("input {:?} / mask {:?}: {e}", input.shape(), mask.shape())
+    let mask = mask.to_f64();
+    let output_dtype = args.output_dtype.unwrap_or(input.dtype());
+    let job = Job {
+        engine: &engine,
+        mask: &mask,
+        args,
     };
-    let result: Result<ArrayD<f32>, ConvError> = match (input.ndim(), mask.ndim()) {
-        (1, 1) => {
-            let (x, m) = (
-                input
-                    .view()
-                    .into_dimensionality::<Ix1>()
-                    .map_err(shape_error)?,
-                mask.view()
-                    .into_dimensionality::<Ix1>()
-                    .map_err(shape_error)?,
-            );
-            let options = Conv1dOptions {
-                mode: args.mode,
-                origin: args.origin,
-                ..Default::default()
-            };
-            match (&engine, args.correlate) {
-                (Some(e), true) => e.correlate1d(&x, &m, &options).map(|a| a.into_dyn()),
-                (Some(e), false) => e.convolve1d(&x, &m, &options).map(|a| a.into_dyn()),
-                (None, true) => reference::correlate1d(&x, &m, &options)
-                    .map(|a| a.mapv(|v| v as f32).into_dyn()),
-                (None, false) => {
-                    reference::convolve1d(&x, &m, &options).map(|a| a.mapv(|v| v as f32).into_dyn())
-                }
-            }
-        }
-        (2, 2) => {
-            let x = input
-                .view()
-                .into_dimensionality::<Ix2>()
-                .map_err(shape_error)?;
-            filter2d(&engine, x, &mask, args)
-        }
-        (3, 2) => {
-            let x = input
-                .view()
-                .into_dimensionality::<Ix3>()
-                .map_err(shape_error)?;
-            filter2d(&engine, x, &mask, args)
-        }
-        (n, k) => {
+    let result = match (input, output_dtype) {
+        (Npy::F64(x), Dtype::F64) => Npy::F64(job.filter(x)?),
+        (Npy::F64(_), other) => {
             return Err(format!(
-                "unsupported shapes: a {n}-D input with a {k}-D mask (1-D with 1-D, 2-D or 3-D with 2-D)"
+                "float64 inputs give float64 outputs, not {}",
+                other.name()
             ));
         }
+        (_, Dtype::F64) => return Err("float64 outputs need a float64 input".into()),
+        (Npy::F32(x), out) => job.filter_as(x, out)?,
+        (Npy::F16(x), out) => job.filter_as(x, out)?,
+        (Npy::U8(x), out) => job.filter_as(x, out)?,
+        (Npy::U16(x), out) => job.filter_as(x, out)?,
     };
-    let result = result.map_err(|e| e.to_string())?;
     let filter_ms = ms_since(filter_start);
     let write_start = Instant::now();
-    write_npy(&args.output, &result).map_err(|e| format!("{}: {e}", args.output))?;
-    println!("wrote {} {:?}", args.output, result.shape());
+    npy::write(&args.output, &result)?;
+    println!(
+        "wrote {} {:?} {}",
+        args.output,
+        result.shape(),
+        result.dtype().name()
+    );
     let stages = engine
         .as_ref()
         .and_then(|e| e.last_host_times())
@@ -160,28 +148,150 @@ fn ms_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-fn filter2d<D: conv_host::ImageDim>(
-    engine: &Option<Engine>,
-    image: ndarray::ArrayView<f32, D>,
-    mask: &ArrayD<f32>,
-    args: &Args,
-) -> Result<ArrayD<f32>, ConvError> {
-    let mask = mask
-        .view()
-        .into_dimensionality::<Ix2>()
-        .expect("checked: a 2-D mask");
-    let options = Conv2dOptions {
-        mode: args.mode,
-        origin: [args.origin; 2],
-        ..Default::default()
-    };
-    let result = match (engine, args.correlate) {
-        (Some(e), true) => e.correlate2d(&image, &mask, &options)?,
-        (Some(e), false) => e.convolve2d(&image, &mask, &options)?,
-        (None, true) => reference::correlate2d(&image, &mask, &options)?.mapv(|v| v as f32),
-        (None, false) => reference::convolve2d(&image, &mask, &options)?.mapv(|v| v as f32),
-    };
-    Ok(result.into_dyn())
+/// One filtering job: the engine (or the CPU), the mask and the options.
+struct Job<'a> {
+    engine: &'a Option<Engine>,
+    mask: &'a ArrayD<f64>,
+    args: &'a Args,
+}
+
+impl Job<'_> {
+    /// Filters an input of a type computed in `f32` into the output dtype `out`.
+    fn filter_as<T: Element<Real = f32>>(&self, x: ArrayD<T>, out: Dtype) -> Result<Npy, String> {
+        Ok(match out {
+            Dtype::F32 => Npy::F32(self.filter(x)?),
+            Dtype::F16 => Npy::F16(self.filter(x)?),
+            Dtype::U8 => Npy::U8(self.filter(x)?),
+            Dtype::U16 => Npy::U16(self.filter(x)?),
+            Dtype::F64 => unreachable!("routed before"),
+        })
+    }
+
+    /// Filters `input` (1-D with a 1-D mask, 2-D or 3-D with a 2-D one) into an array of `O`.
+    fn filter<T: Element, O: Element<Real = T::Real>>(
+        &self,
+        input: ArrayD<T>,
+    ) -> Result<ArrayD<O>, String> {
+        let shape_error = |e: ndarray::ShapeError| {
+            format!(
+                "input {:?} / mask {:?}: {e}",
+                input.shape(),
+                self.mask.shape()
+            )
+        };
+        let mask = self.mask.mapv(<T::Real as Element>::from_f64);
+        let result = match (input.ndim(), mask.ndim()) {
+            (1, 1) if T::NAME == "f32" && O::NAME == "f32" => {
+                let x = (&input as &dyn Any)
+                    .downcast_ref::<ArrayD<f32>>()
+                    .expect("f32");
+                let m = (&mask as &dyn Any)
+                    .downcast_ref::<ArrayD<f32>>()
+                    .expect("f32");
+                let x = x.view().into_dimensionality::<Ix1>().map_err(shape_error)?;
+                let m = m.view().into_dimensionality::<Ix1>().map_err(shape_error)?;
+                let out = self.filter1d(x, m).map_err(|e| e.to_string())?.into_dyn();
+                let out = (&out as &dyn Any).downcast_ref::<ArrayD<O>>().expect("f32");
+                return Ok(out.clone());
+            }
+            // Other types: a signal is an image of one row, with the same sums, ghost cells
+            // and origin.
+            (1, 1) => {
+                let (len, taps) = (input.len(), mask.len());
+                let x = input
+                    .view()
+                    .into_shape_with_order((1, len))
+                    .map_err(shape_error)?;
+                let m = mask
+                    .view()
+                    .into_shape_with_order((1, taps))
+                    .map_err(shape_error)?;
+                let options = Conv2dOptions {
+                    origin: [0, self.args.origin],
+                    ..self.options()
+                };
+                self.filter2d(x, m, options)
+                    .map(|a| a.into_shape_with_order(len).map(|a| a.into_dyn()))
+            }
+            (2, 2) => {
+                let x = input
+                    .view()
+                    .into_dimensionality::<Ix2>()
+                    .map_err(shape_error)?;
+                let m = mask
+                    .view()
+                    .into_dimensionality::<Ix2>()
+                    .map_err(shape_error)?;
+                self.filter2d(x, m, self.options())
+                    .map(|a| Ok(a.into_dyn()))
+            }
+            (3, 2) => {
+                let x = input
+                    .view()
+                    .into_dimensionality::<Ix3>()
+                    .map_err(shape_error)?;
+                let m = mask
+                    .view()
+                    .into_dimensionality::<Ix2>()
+                    .map_err(shape_error)?;
+                self.filter2d(x, m, self.options())
+                    .map(|a| Ok(a.into_dyn()))
+            }
+            (n, k) => {
+                return Err(format!(
+                    "unsupported shapes: a {n}-D input with a {k}-D mask (1-D with 1-D, 2-D or 3-D with 2-D)"
+                ));
+            }
+        };
+        result.map_err(|e| e.to_string())?.map_err(shape_error)
+    }
+
+    /// A float32 signal on the 1D kernels.
+    fn filter1d(&self, x: ArrayView1<f32>, m: ArrayView1<f32>) -> Result<Array1<f32>, ConvError> {
+        let options = Conv1dOptions {
+            mode: self.args.mode,
+            origin: self.args.origin,
+            ..Default::default()
+        };
+        match (self.engine, self.args.correlate) {
+            (Some(e), true) => e.correlate1d(&x, &m, &options),
+            (Some(e), false) => e.convolve1d(&x, &m, &options),
+            (None, true) => Ok(reference::correlate1d(&x, &m, &options)?.mapv(|v| v as f32)),
+            (None, false) => Ok(reference::convolve1d(&x, &m, &options)?.mapv(|v| v as f32)),
+        }
+    }
+
+    fn options(&self) -> Conv2dOptions {
+        Conv2dOptions {
+            mode: self.args.mode,
+            origin: [self.args.origin; 2],
+            ..Default::default()
+        }
+    }
+
+    fn filter2d<T: Element, O: Element<Real = T::Real>, D: ImageDim>(
+        &self,
+        image: ArrayView<T, D>,
+        mask: ArrayView2<T::Real>,
+        options: Conv2dOptions,
+    ) -> Result<Array<O, D>, ConvError> {
+        let correlate = self.args.correlate;
+        match self.engine {
+            Some(engine) => {
+                let mut output = Array::from_elem(image.raw_dim(), O::default());
+                if correlate {
+                    engine.correlate2d_into(&image, &mask, &options, output.view_mut())?;
+                } else {
+                    engine.convolve2d_into(&image, &mask, &options, output.view_mut())?;
+                }
+                Ok(output)
+            }
+            None if correlate => {
+                Ok(reference::correlate2d(&image, &mask, &options)?.mapv(O::from_f64))
+            }
+            None => Ok(reference::convolve2d(&image, &mask, &options)?.mapv(O::from_f64)),
+        }
+    }
 }
 
 fn main() -> ExitCode {
