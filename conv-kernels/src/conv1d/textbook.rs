@@ -8,7 +8,9 @@ use super::{clamp, tile_start};
 use crate::abi::Conv1dParams;
 use crate::boundary::Line;
 use crate::element::Real;
-use crate::gpu::{ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, sync_threads, thread_idx_x};
+use crate::gpu::{
+    ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, sync_threads, thread_idx_x,
+};
 
 /// Basic design (textbook Fig. 7.6/7.8): each thread reads its `mask_len` inputs straight from
 /// global memory, ghost cells through the boundary mode.
@@ -16,12 +18,7 @@ use crate::gpu::{ConstantMask, GlobalMask, Mask, SharedTile, block_dim_x, sync_t
 /// # Safety
 /// `input` and `output` hold `p.len >= 1` elements and do not overlap.
 #[inline(always)]
-unsafe fn direct<T: Real, M: Mask<T>>(
-    input: *const T,
-    mask: M,
-    output: *mut T,
-    p: &Conv1dParams,
-) {
+unsafe fn direct<T: Real, M: Mask<T>>(input: *const T, mask: M, output: *mut T, p: &Conv1dParams) {
     let i = tile_start(p) + thread_idx_x();
     if i >= p.len {
         return;
@@ -46,12 +43,7 @@ unsafe fn direct<T: Real, M: Mask<T>>(
 /// As [`direct`]; the launch reserves `(blockDim.x + mask_len - 1) * size_of::<T>()` bytes of
 /// shared memory.
 #[inline(always)]
-unsafe fn tiled<T: Real, M: Mask<T>>(
-    input: *const T,
-    mask: M,
-    output: *mut T,
-    p: &Conv1dParams,
-) {
+unsafe fn tiled<T: Real, M: Mask<T>>(input: *const T, mask: M, output: *mut T, p: &Conv1dParams) {
     let threads = block_dim_x();
     let tid = thread_idx_x();
     let start = tile_start(p);
@@ -133,7 +125,11 @@ macro_rules! entry_points {
         /// `input`/`output` hold `p.len` elements and do not overlap; the mask's `p.mask_len`
         /// taps are in `MASK`; shared memory as the design requires.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $constant(input: *const $t, output: *mut $t, p: Conv1dParams) {
+        pub unsafe extern "ptx-kernel" fn $constant(
+            input: *const $t,
+            output: *mut $t,
+            p: Conv1dParams,
+        ) {
             // SAFETY: forwarded contract.
             unsafe { $design(input, ConstantMask, output, &p) }
         }
@@ -155,6 +151,24 @@ macro_rules! entry_points {
     };
 }
 
-entry_points!(direct, f32, conv1d_constant_mask, conv1d_basic, "Basic 1D kernel.");
-entry_points!(tiled, f32, conv1d_tiled, conv1d_tiled_global_mask, "Tiled 1D kernel, halo in shared memory.");
-entry_points!(tiled_l2, f32, conv1d_tiled_l2, conv1d_tiled_l2_global_mask, "Tiled 1D kernel, halo through L2.");
+entry_points!(
+    direct,
+    f32,
+    conv1d_constant_mask,
+    conv1d_basic,
+    "Basic 1D kernel."
+);
+entry_points!(
+    tiled,
+    f32,
+    conv1d_tiled,
+    conv1d_tiled_global_mask,
+    "Tiled 1D kernel, halo in shared memory."
+);
+entry_points!(
+    tiled_l2,
+    f32,
+    conv1d_tiled_l2,
+    conv1d_tiled_l2_global_mask,
+    "Tiled 1D kernel, halo through L2."
+);

@@ -97,7 +97,11 @@ unsafe fn tiled<T: Real, M: Mask<T>>(input: *const T, mask: M, output: *mut T, p
         for j in 0..u64::from(p.mask_w) {
             let tap = mask.tap(i * u64::from(p.mask_w) + j);
             // SAFETY: `ty + i < region_h` and `tx + j * channels < region_w`.
-            acc = T::fma(tap, unsafe { SharedTile::load_real(row + j * channels) }, acc);
+            acc = T::fma(
+                tap,
+                unsafe { SharedTile::load_real(row + j * channels) },
+                acc,
+            );
         }
     }
     // SAFETY: `y < height` and `e < width * channels <= pitch`.
@@ -172,7 +176,11 @@ macro_rules! entry_points {
         /// `input`/`output` are pitched images as `p` describes, not overlapping; the mask was
         /// uploaded to `MASK`; shared memory as the design requires.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $constant(input: *const $t, output: *mut $t, p: Conv2dParams) {
+        pub unsafe extern "ptx-kernel" fn $constant(
+            input: *const $t,
+            output: *mut $t,
+            p: Conv2dParams,
+        ) {
             // SAFETY: forwarded contract.
             unsafe { $design(input, ConstantMask, output, &p) }
         }
@@ -194,8 +202,20 @@ macro_rules! entry_points {
     };
 }
 
-entry_points!(direct, f32, conv2d_constant_mask, conv2d_basic, "Basic 2D kernel.");
-entry_points!(direct, f64, conv2d_constant_mask_f64, conv2d_basic_f64, "Basic 2D kernel, `f64`.");
+entry_points!(
+    direct,
+    f32,
+    conv2d_constant_mask,
+    conv2d_basic,
+    "Basic 2D kernel."
+);
+entry_points!(
+    direct,
+    f64,
+    conv2d_constant_mask_f64,
+    conv2d_basic_f64,
+    "Basic 2D kernel, `f64`."
+);
 entry_points!(
     tiled,
     f32,
