@@ -6,11 +6,13 @@
 //! ```
 //!
 //! Without an NVIDIA driver or GPU it says so in one line and computes the same image on the
-//! CPU (`--require-gpu` makes that an error). Reads and writes 8-bit grey, grey + alpha, RGB and
-//! RGBA PNG or JPEG; the channels are filtered interleaved, clamped to [0, 1] and rounded back.
+//! CPU (`--require-gpu` makes that an error). Reads grey, grey + alpha, RGB and RGBA PNG or JPEG
+//! of 8 or 16 bits per channel and filters the channels interleaved in their own type: the GPU
+//! receives and returns the file's bytes, rounding and saturating the results. PNG keeps the
+//! depth; JPEG is written in 8 bits.
 
 use conv_host::masks::{DEFAULT_TRUNCATE, gaussian2d};
-use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, Engine, Kernel, reference};
+use conv_host::{BoundaryMode, Conv2dOptions, ConvError, Element, Engine, Kernel, reference};
 use image::{DynamicImage, ImageBuffer};
 use ndarray::Array3;
 use std::path::PathBuf;
@@ -26,7 +28,8 @@ usage: blur [--input PATH] [--output PATH] [--sigma S] [--truncate T | --radius 
             [--kernel auto|basic|constant-mask|tiled|tiled-l2|register-tiled|separable|separable-tma|register-tiled-tma] [--tile XxY]
             [--cpu] [--require-gpu]
 
-  --input PATH     PNG or JPEG, 8-bit grey, grey+alpha, RGB or RGBA (default: a built-in image)
+  --input PATH     PNG or JPEG, grey, grey+alpha, RGB or RGBA of 8 or 16 bits (default: a
+                   built-in image), filtered in its own type on the GPU
   --output PATH    where to write the result, .png or .jpg (default: blur-output.png)
   --sigma S        Gaussian standard deviation in pixels (default 2)
   --truncate T     cut the Gaussian at T sigmas (default 4, as SciPy)
@@ -111,75 +114,120 @@ fn parse_args() -> Result<Args, String> {
 }
 
 /// A deterministic 384 x 256 RGB test card: coloured checkerboard, a disc, fine stripes.
-fn builtin_image() -> Array3<f32> {
+/// Pixels as the file holds them: 8 or 16 bits per channel.
+enum Pixels {
+    Bytes(Array3<u8>),
+    Words(Array3<u16>),
+}
+
+fn builtin_image() -> Array3<u8> {
     Array3::from_shape_fn((256, 384, 3), |(y, x, c)| {
         let check = ((x / 32) + (y / 32)) % 2 == 0;
         let (dx, dy) = (x as f32 - 250.0, y as f32 - 120.0);
         let disc = dx * dx + dy * dy < 70.0 * 70.0;
         let stripes = y > 200 && (x / 3) % 2 == 0;
-        let base = if check {
-            [0.9, 0.8, 0.2]
-        } else {
-            [0.1, 0.3, 0.7]
-        };
+        let base = if check { [230, 204, 51] } else { [26, 77, 179] };
         if stripes {
-            [1.0, 1.0, 1.0][c]
+            255
         } else if disc {
-            [0.85, 0.1, 0.2][c]
+            [217, 26, 51][c]
         } else {
             base[c]
         }
     })
 }
 
-/// Pixels as `H x W x C` floats in [0, 1], and the channel count of the file.
-fn load(path: &PathBuf) -> Result<Array3<f32>, String> {
+fn load(path: &PathBuf) -> Result<Pixels, String> {
     let image = image::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
     let (width, height) = (image.width() as usize, image.height() as usize);
-    let (channels, bytes) = match image {
-        DynamicImage::ImageLuma8(buffer) => (1, buffer.into_raw()),
-        DynamicImage::ImageLumaA8(buffer) => (2, buffer.into_raw()),
-        DynamicImage::ImageRgb8(buffer) => (3, buffer.into_raw()),
-        other => (4, other.into_rgba8().into_raw()),
-    };
-    let floats = bytes.iter().map(|&b| f32::from(b) / 255.0).collect();
-    Array3::from_shape_vec((height, width, channels), floats).map_err(|e| e.to_string())
+    let shape = |channels| (height, width, channels);
+    let shaped = |e: ndarray::ShapeError| e.to_string();
+    Ok(match image {
+        DynamicImage::ImageLuma8(b) => {
+            Pixels::Bytes(Array3::from_shape_vec(shape(1), b.into_raw()).map_err(shaped)?)
+        }
+        DynamicImage::ImageLumaA8(b) => {
+            Pixels::Bytes(Array3::from_shape_vec(shape(2), b.into_raw()).map_err(shaped)?)
+        }
+        DynamicImage::ImageRgb8(b) => {
+            Pixels::Bytes(Array3::from_shape_vec(shape(3), b.into_raw()).map_err(shaped)?)
+        }
+        DynamicImage::ImageLuma16(b) => {
+            Pixels::Words(Array3::from_shape_vec(shape(1), b.into_raw()).map_err(shaped)?)
+        }
+        DynamicImage::ImageLumaA16(b) => {
+            Pixels::Words(Array3::from_shape_vec(shape(2), b.into_raw()).map_err(shaped)?)
+        }
+        DynamicImage::ImageRgb16(b) => {
+            Pixels::Words(Array3::from_shape_vec(shape(3), b.into_raw()).map_err(shaped)?)
+        }
+        DynamicImage::ImageRgba16(b) => {
+            Pixels::Words(Array3::from_shape_vec(shape(4), b.into_raw()).map_err(shaped)?)
+        }
+        other => Pixels::Bytes(
+            Array3::from_shape_vec(shape(4), other.into_rgba8().into_raw()).map_err(shaped)?,
+        ),
+    })
 }
 
-fn save(pixels: &Array3<f32>, path: &PathBuf) -> Result<(), String> {
+/// The pixel types of the files: their channels in an `image` buffer.
+trait Channel: Element<Real = f32> + image::Primitive {
+    /// The largest value: white.
+    const WHITE: f32;
+    /// The image of `channels` channels of `width x height` of these pixels.
+    fn image(raw: Vec<Self>, size: (u32, u32, usize)) -> Option<DynamicImage>;
+}
+
+impl Channel for u8 {
+    const WHITE: f32 = 255.0;
+    fn image(raw: Vec<u8>, (w, h, channels): (u32, u32, usize)) -> Option<DynamicImage> {
+        Some(match channels {
+            1 => DynamicImage::ImageLuma8(ImageBuffer::from_raw(w, h, raw)?),
+            2 => DynamicImage::ImageLumaA8(ImageBuffer::from_raw(w, h, raw)?),
+            3 => DynamicImage::ImageRgb8(ImageBuffer::from_raw(w, h, raw)?),
+            _ => DynamicImage::ImageRgba8(ImageBuffer::from_raw(w, h, raw)?),
+        })
+    }
+}
+
+impl Channel for u16 {
+    const WHITE: f32 = 65535.0;
+    fn image(raw: Vec<u16>, (w, h, channels): (u32, u32, usize)) -> Option<DynamicImage> {
+        Some(match channels {
+            1 => DynamicImage::ImageLuma16(ImageBuffer::from_raw(w, h, raw)?),
+            2 => DynamicImage::ImageLumaA16(ImageBuffer::from_raw(w, h, raw)?),
+            3 => DynamicImage::ImageRgb16(ImageBuffer::from_raw(w, h, raw)?),
+            _ => DynamicImage::ImageRgba16(ImageBuffer::from_raw(w, h, raw)?),
+        })
+    }
+}
+
+/// Writes the pixels as PNG (their own depth) or JPEG (8-bit, no alpha).
+fn save<T: Channel>(pixels: Array3<T>, path: &PathBuf) -> Result<(), String> {
     let (height, width, channels) = pixels.dim();
-    let bytes: Vec<u8> = pixels
-        .iter()
-        .map(|&v| (v.clamp(0.0, 1.0) * 255.0).round() as u8)
-        .collect();
-    let (w, h) = (width as u32, height as u32);
-    let shape_error = || "pixel buffer does not match the image size".to_string();
-    let image = match channels {
-        1 => DynamicImage::ImageLuma8(ImageBuffer::from_raw(w, h, bytes).ok_or_else(shape_error)?),
-        2 => DynamicImage::ImageLumaA8(ImageBuffer::from_raw(w, h, bytes).ok_or_else(shape_error)?),
-        3 => DynamicImage::ImageRgb8(ImageBuffer::from_raw(w, h, bytes).ok_or_else(shape_error)?),
-        _ => DynamicImage::ImageRgba8(ImageBuffer::from_raw(w, h, bytes).ok_or_else(shape_error)?),
-    };
-    // JPEG has no alpha channel.
+    let raw = pixels.into_raw_vec_and_offset().0;
+    let image = T::image(raw, (width as u32, height as u32, channels))
+        .ok_or("pixel buffer does not match the image size")?;
     let is_jpeg = path
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("jpg") || e.eq_ignore_ascii_case("jpeg"));
-    let image = if is_jpeg && channels % 2 == 0 {
-        DynamicImage::ImageRgb8(image.to_rgb8())
-    } else {
-        image
+    let image = match (is_jpeg, channels) {
+        (true, 1) => DynamicImage::ImageLuma8(image.to_luma8()),
+        (true, _) => DynamicImage::ImageRgb8(image.to_rgb8()),
+        (false, _) => image,
     };
     image
         .save(path)
         .map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
-fn blur_on_gpu(
+/// Blurs on the GPU, the pixels' own type in and out, and prints what ran and how long.
+fn blur_on_gpu<T: Channel>(
     engine: &Engine,
-    pixels: &Array3<f32>,
+    pixels: &Array3<T>,
     args: &Args,
     options: &Conv2dOptions,
-) -> Result<Array3<f32>, ConvError> {
+) -> Result<Array3<T>, ConvError> {
     let mask = gaussian2d(args.sigma, args.truncate)?;
     let plan = engine.plan2d(&mask, pixels.dim(), options)?;
     engine.correlate2d(pixels, &mask, options)?; // warm-up: loads the kernel, the staging
@@ -188,7 +236,6 @@ fn blur_on_gpu(
     let call_ms = start.elapsed().as_secs_f64() * 1e3;
     let kernel_ms = engine.last_kernel_time_ms().unwrap_or(f32::NAN);
     let stages = engine.last_host_times().unwrap_or_default();
-    let bytes = 2.0 * (pixels.len() * size_of::<f32>()) as f64;
     let device = engine.device();
     println!(
         "device: {} (compute capability {}.{})",
@@ -205,37 +252,74 @@ fn blur_on_gpu(
         plan.output_tile.0,
         plan.output_tile.1
     );
+    // The kernel reads and writes f32; the transfers move the pixels' own bytes.
+    let bytes = 2.0 * (pixels.len() * size_of::<f32>()) as f64;
     println!(
         "kernel time: {kernel_ms:.3} ms, effective bandwidth {:.1} GB/s (f32 image read + written)",
         bytes / (f64::from(kernel_ms) * 1e6)
     );
-    println!("host -> host: {call_ms:.1} ms in {stages}");
+    println!(
+        "host -> host ({} in and out): {call_ms:.1} ms in {stages}",
+        T::NAME
+    );
     Ok(blurred)
+}
+
+/// Blurs `pixels` on the GPU, or on the CPU without one, and writes the result.
+fn blur<T: Channel>(pixels: Array3<T>, engine: Option<&Engine>, args: &Args) -> Result<(), String> {
+    let mode = match args.mode {
+        BoundaryMode::Constant(cval) => BoundaryMode::Constant(cval * T::WHITE),
+        other => other,
+    };
+    let options = Conv2dOptions {
+        mode,
+        kernel: args.kernel,
+        tile: args.tile,
+        ..Default::default()
+    };
+    let blurred = match engine {
+        Some(engine) => blur_on_gpu(engine, &pixels, args, &options).map_err(|e| e.to_string())?,
+        None => {
+            let start = Instant::now();
+            let blurred = reference::gaussian_filter(&pixels, args.sigma, args.truncate, &options)
+                .map_err(|e| e.to_string())?;
+            println!(
+                "CPU (f64 reference, separable): {:.1} ms",
+                start.elapsed().as_secs_f64() * 1e3
+            );
+            blurred.mapv(T::from_f64)
+        }
+    };
+    let write_start = Instant::now();
+    save(blurred, &args.output)?;
+    println!(
+        "wrote {}; encode and write {:.1} ms",
+        args.output.display(),
+        write_start.elapsed().as_secs_f64() * 1e3
+    );
+    Ok(())
 }
 
 fn run(args: &Args) -> Result<(), String> {
     let started = Instant::now();
     let pixels = match &args.input {
         Some(path) => load(path)?,
-        None => builtin_image(),
+        None => Pixels::Bytes(builtin_image()),
     };
     let read_ms = started.elapsed().as_secs_f64() * 1e3;
-    let (height, width, channels) = pixels.dim();
+    let ((height, width, channels), bits) = match &pixels {
+        Pixels::Bytes(p) => (p.dim(), 8),
+        Pixels::Words(p) => (p.dim(), 16),
+    };
     let source = args
         .input
         .as_ref()
         .map_or("built-in test card".into(), |p| p.display().to_string());
     println!(
-        "image: {source}, {width} x {height}, {channels} channel(s); Gaussian sigma {}, truncate {}",
+        "image: {source}, {width} x {height}, {channels} channel(s) of {bits} bits; Gaussian sigma {}, truncate {}",
         args.sigma, args.truncate
     );
-    let options = Conv2dOptions {
-        mode: args.mode,
-        kernel: args.kernel,
-        tile: args.tile,
-        clamp: Some(Clamp { lo: 0.0, hi: 1.0 }),
-        ..Default::default()
-    };
+    println!("read and decode {read_ms:.1} ms");
     let engine = if args.cpu {
         None
     } else {
@@ -248,27 +332,11 @@ fn run(args: &Args) -> Result<(), String> {
             Err(e) => return Err(e.to_string()),
         }
     };
-    let blurred = match engine {
-        Some(engine) => blur_on_gpu(&engine, &pixels, args, &options).map_err(|e| e.to_string())?,
-        None => {
-            let start = Instant::now();
-            let blurred = reference::gaussian_filter(&pixels, args.sigma, args.truncate, &options)
-                .map_err(|e| e.to_string())?;
-            println!(
-                "CPU (f64 reference, separable): {:.1} ms",
-                start.elapsed().as_secs_f64() * 1e3
-            );
-            blurred.mapv(|v| v as f32)
-        }
-    };
-    let write_start = Instant::now();
-    save(&blurred, &args.output)?;
-    println!(
-        "wrote {}; read and decode {read_ms:.1} ms, encode and write {:.1} ms, whole run {:.1} ms",
-        args.output.display(),
-        write_start.elapsed().as_secs_f64() * 1e3,
-        started.elapsed().as_secs_f64() * 1e3
-    );
+    match pixels {
+        Pixels::Bytes(p) => blur(p, engine.as_ref(), args)?,
+        Pixels::Words(p) => blur(p, engine.as_ref(), args)?,
+    }
+    println!("whole run {:.1} ms", started.elapsed().as_secs_f64() * 1e3);
     Ok(())
 }
 

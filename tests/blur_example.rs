@@ -109,8 +109,9 @@ fn blur_example_on_the_builtin_image_is_smoother() {
     );
 }
 
+/// Grey, alpha and 16-bit inputs come back in their own format (16 bits stay 16 bits).
 #[test]
-fn blur_example_keeps_grey_and_alpha_inputs() {
+fn blur_example_keeps_grey_alpha_and_16_bit_inputs() {
     let dir = temp_dir("formats");
     for (name, image) in [
         (
@@ -123,6 +124,12 @@ fn blur_example_keeps_grey_and_alpha_inputs() {
             "rgba.png",
             image::DynamicImage::ImageRgba8(image::RgbaImage::from_fn(33, 20, |x, y| {
                 image::Rgba([(x * 7) as u8, (y * 13) as u8, ((x ^ y) * 29) as u8, 200])
+            })),
+        ),
+        (
+            "rgb16.png",
+            image::DynamicImage::ImageRgb16(image::ImageBuffer::from_fn(29, 17, |x, y| {
+                image::Rgb([(x * 2011) as u16, (y * 3001) as u16, ((x ^ y) * 1999) as u16])
             })),
         ),
     ] {

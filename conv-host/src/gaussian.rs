@@ -2,6 +2,7 @@
 
 use crate::conv1d::reference::{clamp_output, fold, ghost_value};
 use crate::conv2d::{Conv2dOptions, ImageDim};
+use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::mask::anchor;
@@ -10,9 +11,9 @@ use crate::options::clamp_bounds;
 use ndarray::{Array, ArrayBase, Data};
 
 impl Engine {
-    /// Gaussian blur of an `H x W` or interleaved `H x W x C` image on the GPU: correlation
-    /// with [`gaussian2d`]`(sigma, truncate)` under `options` (SciPy's `gaussian_filter` uses
-    /// `mode = Reflect` and `truncate = 4`).
+    /// Gaussian blur of an `H x W` or interleaved `H x W x C` image of any element type on the
+    /// GPU, into the same type: correlation with [`gaussian2d`]`(sigma, truncate)` under
+    /// `options` (SciPy's `gaussian_filter` uses `mode = Reflect` and `truncate = 4`).
     ///
     /// ```no_run
     /// use conv_host::{BoundaryMode, Conv2dOptions, Engine, masks::DEFAULT_TRUNCATE};
@@ -32,18 +33,19 @@ impl Engine {
         sigma: f32,
         truncate: f32,
         options: &Conv2dOptions,
-    ) -> Result<Array<f32, D>>
+    ) -> Result<Array<S::Elem, D>>
     where
-        S: Data<Elem = f32>,
+        S: Data<Elem: Element>,
         D: ImageDim,
     {
-        self.correlate2d(image, &gaussian2d(sigma, truncate)?, options)
+        let mask = gaussian2d(sigma, truncate)?.mapv(|w| Element::from_f64(f64::from(w)));
+        self.correlate2d(image, &mask, options)
     }
 }
 
-/// CPU twin of [`Engine::gaussian_filter`], accumulating in f64. It filters the rows, then
-/// the columns (the Gaussian is separable), which is what SciPy does and is fast enough to
-/// serve machines without a GPU.
+/// CPU twin of [`Engine::gaussian_filter`] for every element type, accumulating in f64 and
+/// returning the unrounded values. It filters the rows, then the columns (the Gaussian is
+/// separable), which is what SciPy does and is fast enough to serve machines without a GPU.
 ///
 /// # Errors
 /// As [`Engine::gaussian_filter`]'s option errors.
@@ -54,7 +56,7 @@ pub fn gaussian_filter<S, D>(
     options: &Conv2dOptions,
 ) -> Result<Array<f64, D>>
 where
-    S: Data<Elem = f32>,
+    S: Data<Elem: Element>,
     D: ImageDim,
 {
     let taps: Vec<f64> = gaussian1d(sigma, truncate)?
@@ -66,7 +68,7 @@ where
     let bounds = clamp_bounds(options.clamp)?;
     let cval = ghost_value(options.mode);
     let (height, width, channels) = D::image_shape(image.shape());
-    let pixels: Vec<f64> = image.iter().map(|&v| f64::from(v)).collect();
+    let pixels: Vec<f64> = image.iter().map(|&v| v.to_f64()).collect();
     let index = |y: usize, x: usize, c: usize| (y * width + x) * channels + c;
     // Rows first; a ghost row (Constant mode) filters to cval, since the taps sum to one.
     let mut rows = vec![0.0; pixels.len()];
