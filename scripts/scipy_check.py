@@ -3,7 +3,11 @@
 where there is one) and through scipy.ndimage in float64.
 
 usage: scripts/scipy_check.py PATH/TO/examples/convolve [CASES]
-Exits non-zero if any case differs by more than 1e-5 relative to sum(|mask| * |input|).
+Inputs are float32 in half of the cases, else float64, float16, uint8 or uint16, with float32 or
+float64 masks. Exits non-zero if a case differs from SciPy's float64 result by more than: 1e-5
+relative to sum(|mask| * |input|) for float32, 1e-12 for float64, that plus half an ulp for
+float16; for integers, more than the rounding to nearest and saturation of a float32 sum (within
+1e-6 of that magnitude), where SciPy would truncate and wrap around.
 """
 import os, subprocess, sys, tempfile
 import numpy as np
@@ -29,6 +33,12 @@ with tempfile.TemporaryDirectory() as tmp:
                 shape += (int(rng.integers(1, 6)),)
             x = rng.uniform(-1, 1, shape).astype(np.float32)
             m = rng.uniform(-1, 1, (int(rng.integers(1, 12)), int(rng.integers(1, 12)))).astype(np.float32)
+        dtype = np.float32 if case % 2 == 0 else [np.float64, np.float16, np.uint8, np.uint16][case // 2 % 4]
+        if np.issubdtype(dtype, np.integer):
+            x = rng.integers(0, np.iinfo(dtype).max + 1, x.shape).astype(dtype)
+        else:
+            x = x.astype(dtype)
+        m = m.astype(np.float64) if rng.integers(2) else m
         mode = modes[int(rng.integers(len(modes)))]
         cval = float(np.float32(rng.uniform(-1, 1)))
         correlate = bool(rng.integers(2))
@@ -45,7 +55,8 @@ with tempfile.TemporaryDirectory() as tmp:
             failures += 1
             continue
         y = np.load(y_path)
-        weights = m.astype(np.float64)
+        # The mask the GPU computes with: float32, or float64 for float64 inputs.
+        weights = m.astype(np.float64 if dtype == np.float64 else np.float32).astype(np.float64)
         if x.ndim == 3:
             weights = weights[:, :, None]
         origins = [origin] * x.ndim
@@ -54,10 +65,25 @@ with tempfile.TemporaryDirectory() as tmp:
         op = ndi.correlate if correlate else ndi.convolve
         ref = op(x.astype(np.float64), weights, mode=mode, cval=cval, origin=origins)
         mag = op(np.abs(x.astype(np.float64)), np.abs(weights), mode=mode, cval=abs(cval), origin=origins)
-        bad = np.abs(y - ref) > 1e-5 * mag + 1e-30
+        if y.dtype != dtype:
+            print(f"case {case}: output dtype {y.dtype}, input {np.dtype(dtype)}")
+            failures += 1
+            continue
+        y64 = y.astype(np.float64)
+        if np.issubdtype(dtype, np.integer):
+            top = np.iinfo(dtype).max
+            lo = np.clip(np.rint(ref - 1e-6 * mag), 0, top)
+            hi = np.clip(np.rint(ref + 1e-6 * mag), 0, top)
+            bad = (y64 < lo) | (y64 > hi)
+        else:
+            tolerance = {np.float64: 1e-12, np.float32: 1e-5, np.float16: 1e-5}[dtype] * mag
+            if dtype == np.float16:
+                tolerance = tolerance + np.abs(ref) * 2.0**-11
+            bad = np.abs(y64 - ref) > tolerance + 1e-30
         if bad.any():
             failures += 1
-            print(f"case {case}: {x.shape} mask {m.shape} {mode} cval {cval} origin {origin} "
-                  f"correlate {correlate}: {int(bad.sum())} elements differ, worst {np.abs(y - ref).max()}")
+            print(f"case {case}: {np.dtype(dtype)} {x.shape} mask {m.dtype} {m.shape} {mode} cval {cval} "
+                  f"origin {origin} correlate {correlate}: {int(bad.sum())} elements differ, "
+                  f"worst {np.abs(y64 - ref).max()}")
 print(f"scipy check (seed {seed}): {cases - failures} passed, {failures} failed")
 sys.exit(1 if failures else 0)
