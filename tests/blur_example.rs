@@ -129,7 +129,11 @@ fn blur_example_keeps_grey_alpha_and_16_bit_inputs() {
         (
             "rgb16.png",
             image::DynamicImage::ImageRgb16(image::ImageBuffer::from_fn(29, 17, |x, y| {
-                image::Rgb([(x * 2011) as u16, (y * 3001) as u16, ((x ^ y) * 1999) as u16])
+                image::Rgb([
+                    (x * 2011) as u16,
+                    (y * 3001) as u16,
+                    ((x ^ y) * 1999) as u16,
+                ])
             })),
         ),
     ] {

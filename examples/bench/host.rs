@@ -33,6 +33,8 @@ struct HostCase {
     memory_cap: Option<usize>,
     /// Into a caller's output, allocated once (`correlate2d_into`), instead of a new array.
     into: bool,
+    /// A `u8` image in and out (the values in [0, 255]) instead of `f32`.
+    bytes: bool,
 }
 
 /// The cases: the 2D and 1D targets, a small RGB image, and an image four times larger than
@@ -47,6 +49,7 @@ fn cases() -> Vec<HostCase> {
         rank_one,
         memory_cap: None,
         into: false,
+        bytes: false,
     };
     vec![
         case("1d 2^26 7 taps", 0, 1 << 26, 1, (1, 7), false),
@@ -63,6 +66,21 @@ fn cases() -> Vec<HostCase> {
         case("2d 8192^2 17x17 rank-1", 8192, 8192, 1, (17, 17), true),
         case("2d 8192^2 31x31 rank-1", 8192, 8192, 1, (31, 31), true),
         case("2d 4096^2x3 5x5", 4096, 4096, 3, (5, 5), false),
+        HostCase {
+            bytes: true,
+            ..case("2d 8192^2x3 u8 5x5", 8192, 8192, 3, (5, 5), false)
+        },
+        HostCase {
+            bytes: true,
+            ..case(
+                "2d 6000x4000x3 u8 17x17 rank-1",
+                4000,
+                6000,
+                3,
+                (17, 17),
+                true,
+            )
+        },
         case("2d 512^2x3 5x5", 512, 512, 3, (5, 5), false),
         HostCase {
             memory_cap: Some(4 << 30),
@@ -205,6 +223,24 @@ impl Bench<'_> {
             }
             let output = output.ok_or("no run")?;
             check_1d(signal.view(), taps.view(), output.view(), &mut self.rng)
+        } else if case.bytes {
+            let image = Array3::from_shape_vec((case.rows, case.cols, case.channels), data)
+                .map_err(|e| e.to_string())?
+                .mapv(|v| (v * 127.5 + 127.5) as u8);
+            let mut output = None;
+            for run in 0..WARMUP + RUNS {
+                let start = Instant::now();
+                let out = engine
+                    .correlate2d(&image, &mask, &Conv2dOptions::default())
+                    .map_err(|e| format!("{}: {e}", case.name))?;
+                if run >= WARMUP {
+                    times.push(start.elapsed().as_secs_f32() * 1e3);
+                    kernel.push(engine.last_kernel_time_ms().unwrap_or(f32::NAN));
+                }
+                output = Some(out);
+            }
+            let output = output.ok_or("no run")?;
+            check_2d(image.view(), &mask, output.view(), &mut self.rng)
         } else {
             let image = Array3::from_shape_vec((case.rows, case.cols, case.channels), data)
                 .map_err(|e| e.to_string())?;
@@ -234,14 +270,17 @@ impl Bench<'_> {
         engine.set_device_memory_limit(None);
         // Transfers scale linearly with their size: the floor of inputs above 1 GiB is that of
         // 1 GiB, scaled.
-        let measured = elements.min(FLOOR_ELEMENTS);
+        // The floor moves the case's bytes: a `u8` image takes a quarter of the floats.
+        let element_bytes = if case.bytes { 1 } else { 4 };
+        let floats = (elements * element_bytes).div_ceil(4);
+        let measured = floats.min(FLOOR_ELEMENTS);
         let (upload, download, floor) = floor_ms(engine, measured, measured)?;
-        let scale = elements as f64 / measured as f64;
+        let scale = floats as f64 / measured as f64;
         let (upload, download, floor) = (upload * scale, download * scale, floor * scale);
         let host = median(times);
         let kernel = median(kernel);
         let stages = engine.last_host_times().unwrap_or_default();
-        let gbps = |ms: f64| elements as f64 * 4.0 / (ms * 1e-3) / 1e9;
+        let gbps = |ms: f64| (floats * 4) as f64 / (ms * 1e-3) / 1e9;
         println!(
             "{:28} {:>10.3} {:>10.3} {:>7.2} {:>10.3} {:>9.1} {:>9.1}{}",
             case.name,
