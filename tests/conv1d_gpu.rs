@@ -261,7 +261,7 @@ fn bad_launches_are_typed_errors_and_the_engine_recovers() {
         );
         assert_engine_works();
     }
-    let mut short = Array1::zeros(2);
+    let mut short = Array1::<f32>::zeros(2);
     let result = engine().correlate1d_into(&x, &w, &Conv1dOptions::default(), short.view_mut());
     assert!(matches!(result, Err(ConvError::ShapeMismatch { .. })));
     // Overlap cannot be built in safe Rust; build it as a caller with raw pointers might.

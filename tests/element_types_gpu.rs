@@ -359,3 +359,79 @@ fn designs_without_f64_kernels_are_typed_errors() {
     assert_eq!(got[[8, 8, 0]], 9.0);
     common::assert_engine_works();
 }
+
+/// Asserts a 1D output against its reference sums, as [`check`] does.
+fn check1d<O: Element>(
+    got: &ndarray::Array1<O>,
+    reference: &ndarray::Array1<f64>,
+    scale: f64,
+    what: &str,
+) {
+    let len = got.len();
+    let got = got.view().into_shape_with_order((1, len, 1)).unwrap();
+    let reference = reference.view().into_shape_with_order((1, len, 1)).unwrap();
+    check(got, reference, scale, what);
+}
+
+/// `T` signals through every 1D design and mode, in one chunk and in many (a capped engine),
+/// against the reference.
+fn signals<T: Random>(rng: &mut StdRng, kernels: &[Kernel]) {
+    let capped = Engine::new().unwrap();
+    for &kernel in kernels {
+        for mode in MODES {
+            let len = rng.random_range(1..5000);
+            let taps = [3, 5, 7, 9, 15, 31, rng.random_range(1..80)][rng.random_range(0..7)];
+            let input = ndarray::Array1::from_shape_simple_fn(len, || T::random(rng));
+            let mask = ndarray::Array1::from_shape_simple_fn(taps, || {
+                <T::Real as Element>::from_f64(rng.random_range(-1.0..1.0))
+            });
+            let options = conv_host::Conv1dOptions {
+                mode,
+                kernel,
+                origin: random_origin(rng, taps, false),
+                ..Default::default()
+            };
+            let what = format!("1D {} {kernel} {mode:?} {len} x {taps}", T::NAME);
+            let reference = conv_host::reference::correlate1d(&input, &mask, &options).unwrap();
+            let magnitude: f64 = mask.iter().map(|w| w.to_f64().abs()).sum();
+            let scale =
+                input.iter().fold(1.0f64, |m, v| m.max(v.to_f64().abs())) * magnitude.max(1.0);
+            for engine in [engine(), &capped] {
+                // About 100 elements per chunk: input, output and conversion buffers of 8 bytes.
+                capped.set_device_memory_limit(Some(3 * 8 * (taps + 100)));
+                let same = match engine.correlate1d(&input, &mask, &options) {
+                    Err(ConvError::InvalidLaunch { .. }) if kernel == Kernel::RegisterTiled => {
+                        continue;
+                    }
+                    other => other.expect(&what),
+                };
+                check1d(&same, &reference, scale, &what);
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn signals_of_every_type_match_the_reference() {
+    let (mut rng, _) = rng("1D element types");
+    let every = [
+        Kernel::Auto,
+        Kernel::Basic,
+        Kernel::ConstantMask,
+        Kernel::Tiled,
+        Kernel::TiledL2,
+        Kernel::RegisterTiled,
+    ];
+    signals::<u8>(&mut rng, &every);
+    signals::<u16>(&mut rng, &every);
+    signals::<f16>(&mut rng, &every);
+    let textbook = [
+        Kernel::Auto,
+        Kernel::Basic,
+        Kernel::ConstantMask,
+        Kernel::Tiled,
+        Kernel::TiledL2,
+    ];
+    signals::<f64>(&mut rng, &textbook);
+}

@@ -4,6 +4,7 @@
 
 use super::reference::fold;
 use super::{Taps, enqueue1d};
+use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::copy_into_view;
@@ -14,24 +15,27 @@ use crate::session::Session;
 use cudarc::driver::{CudaSlice, CudaStream};
 use ndarray::{ArrayView1, ArrayViewMut1, Axis, Slice};
 use rayon::prelude::*;
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Elements a pack or unpack task takes at least.
 const MIN_ELEMENTS_PER_TASK: usize = 1 << 16;
 
-/// One host call's signal, mask and plan, as the pipeline's chunks see them.
-struct SignalBands<'i, 'p> {
-    input: ArrayView1<'i, f32>,
-    taps: &'p Taps,
+/// One host call's signal, mask and plan, as the pipeline's chunks see them; the output is of
+/// type `O`.
+struct SignalBands<'i, 'p, I: Element, O> {
+    input: ArrayView1<'i, I>,
+    taps: &'p Taps<I::Real>,
     launch: Launch<'p>,
-    device_mask: Option<CudaSlice<f32>>,
+    device_mask: Option<CudaSlice<I::Real>>,
+    output: PhantomData<O>,
 }
 
-impl BandWork for SignalBands<'_, '_> {
-    type Input = f32;
-    type Output = f32;
+impl<I: Element, O: Element<Real = I::Real>> BandWork for SignalBands<'_, '_, I, O> {
+    type Input = I;
+    type Output = O;
 
-    fn pack(&self, band: &Band, buffer: &mut [f32]) {
+    fn pack(&self, band: &Band, buffer: &mut [I]) {
         pack_chunk(&self.input, self.launch.mode, band, buffer);
     }
 
@@ -75,13 +79,17 @@ impl BandWork for SignalBands<'_, '_> {
 
 /// Packs the elements of `band` (a chunk and its halos) into `buffer`: input elements where
 /// they exist, elements past the input's ends folded by `mode`, or the constant.
-fn pack_chunk(input: &ArrayView1<'_, f32>, mode: BoundaryMode, band: &Band, buffer: &mut [f32]) {
+fn pack_chunk<T: Element>(
+    input: &ArrayView1<'_, T>,
+    mode: BoundaryMode,
+    band: &Band,
+    buffer: &mut [T],
+) {
     let len = input.len();
     let first = band.first_buffer_row();
-    let ghost = match mode {
-        BoundaryMode::Constant(cval) => cval,
-        _ => 0.0,
-    };
+    // Exact for `f32` and `f64`; the device sets the elements again for converted types,
+    // whose range may not hold the constant (`BandWork::constant`).
+    let ghost = T::from_f64(mode.constant().map_or(0.0, f64::from));
     let contiguous = input.as_slice();
     buffer
         .par_chunks_mut(MIN_ELEMENTS_PER_TASK)
@@ -102,12 +110,12 @@ fn pack_chunk(input: &ArrayView1<'_, f32>, mode: BoundaryMode, band: &Band, buff
 impl Engine {
     /// Filters a host signal into `output` through the pipeline: the planned kernel over
     /// chunks, as many as the device memory the engine may use and the chunk size ask for.
-    pub(super) fn filter1d_bands(
+    pub(super) fn filter1d_bands<I: Element, O: Element<Real = I::Real>>(
         &self,
-        input: ArrayView1<'_, f32>,
-        taps: &Taps,
+        input: ArrayView1<'_, I>,
+        taps: &Taps<I::Real>,
         launch: Launch<'_>,
-        mut output: ArrayViewMut1<'_, f32>,
+        mut output: ArrayViewMut1<'_, O>,
     ) -> Result<()> {
         let len = input.len();
         if len > i64::MAX as usize / 2 {
@@ -125,6 +133,7 @@ impl Engine {
             taps,
             launch,
             device_mask,
+            output: PhantomData::<O>,
         };
         self.run_host_call(call, work, |band, kept| {
             let mut out = output.slice_axis_mut(Axis(0), Slice::from(band.output.clone()));

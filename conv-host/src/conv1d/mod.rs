@@ -12,6 +12,7 @@ pub(crate) use register_tiled::REGISTER_ENTRY_POINTS_1D;
 
 use crate::abi::Conv1dParams;
 use crate::device::DeviceInfo;
+use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::{check_output, fill_output, row_major, try_zeros};
@@ -45,13 +46,13 @@ pub struct Conv1dOptions {
 }
 
 /// Mask taps in correlation order and the number of taps left of the output position.
-pub(crate) struct Taps {
-    pub(crate) values: Vec<f32>,
+pub(crate) struct Taps<R = f32> {
+    pub(crate) values: Vec<R>,
     pub(crate) left: usize,
 }
 
 /// Validates the origin and orients the mask (flipped for convolution).
-pub(crate) fn orient(mask: &[f32], origin: isize, flip: bool) -> Result<Taps> {
+pub(crate) fn orient<R: Real>(mask: &[R], origin: isize, flip: bool) -> Result<Taps<R>> {
     let left = anchor(mask.len(), origin, flip)?;
     let values = if flip {
         mask.iter().rev().copied().collect()
@@ -119,18 +120,18 @@ impl Engine {
     /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`],
     /// [`ConvError::InvalidLaunch`] for a tile the device cannot run, [`ConvError::OutOfMemory`],
     /// [`ConvError::Driver`]. An empty input gives an empty output.
-    pub fn correlate1d<S, T>(
+    pub fn correlate1d<S, M>(
         &self,
         input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<T, Ix1>,
+        mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
-    ) -> Result<Array1<f32>>
+    ) -> Result<Array1<S::Elem>>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
     {
         let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        self.filter1d(input, mask, options, false, output.view_mut(), None)?;
+        self.filter1d(input, mask, options, false, output.view_mut())?;
         Ok(output)
     }
 
@@ -139,19 +140,19 @@ impl Engine {
     /// # Errors
     /// As [`Engine::correlate1d`], plus [`ConvError::ShapeMismatch`] and
     /// [`ConvError::OverlappingOutput`].
-    pub fn correlate1d_into<S, T>(
+    pub fn correlate1d_into<S, M, O>(
         &self,
         input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<T, Ix1>,
+        mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
-        output: ArrayViewMut1<'_, f32>,
+        output: ArrayViewMut1<'_, O>,
     ) -> Result<()>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
     {
-        self.filter1d(input, mask, options, false, output, None)
-            .map(drop)
+        self.filter1d(input, mask, options, false, output)
     }
 
     /// 1D convolution on the GPU: correlation with the flipped mask, as
@@ -159,18 +160,18 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::correlate1d`].
-    pub fn convolve1d<S, T>(
+    pub fn convolve1d<S, M>(
         &self,
         input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<T, Ix1>,
+        mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
-    ) -> Result<Array1<f32>>
+    ) -> Result<Array1<S::Elem>>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
     {
         let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        self.filter1d(input, mask, options, true, output.view_mut(), None)?;
+        self.filter1d(input, mask, options, true, output.view_mut())?;
         Ok(output)
     }
 
@@ -178,19 +179,19 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::correlate1d_into`].
-    pub fn convolve1d_into<S, T>(
+    pub fn convolve1d_into<S, M, O>(
         &self,
         input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<T, Ix1>,
+        mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
-        output: ArrayViewMut1<'_, f32>,
+        output: ArrayViewMut1<'_, O>,
     ) -> Result<()>
     where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
     {
-        self.filter1d(input, mask, options, true, output, None)
-            .map(drop)
+        self.filter1d(input, mask, options, true, output)
     }
 
     /// Benchmark support (cargo feature `bench`): the correlation of [`Engine::correlate1d`], with the kernel run
@@ -212,40 +213,11 @@ impl Engine {
         T: Data<Elem = f32>,
     {
         let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        let times = self.filter1d(
-            input,
-            mask,
-            options,
-            false,
-            output.view_mut(),
-            Some(runs.max(1)),
-        )?;
-        Ok((output, times))
-    }
-
-    fn filter1d<S, T>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<T, Ix1>,
-        options: &Conv1dOptions,
-        flip: bool,
-        output: ArrayViewMut1<'_, f32>,
-        timed_runs: Option<usize>,
-    ) -> Result<Vec<f32>>
-    where
-        S: Data<Elem = f32>,
-        T: Data<Elem = f32>,
-    {
-        check_output(input, &output)?;
-        let taps = orient(&row_major(mask), options.origin, flip)?;
+        let taps = orient(&row_major(mask), options.origin, false)?;
         let plan = self.plan1d(input.len(), taps.values.len(), options)?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, timed_runs.unwrap_or(1))?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, runs.max(1))?;
         if input.is_empty() {
-            return Ok(Vec::new());
-        }
-        if timed_runs.is_none() {
-            self.filter1d_bands(input.view(), &taps, launch, output)?;
-            return Ok(Vec::new());
+            return Ok((output, Vec::new()));
         }
         let mask_bytes = if plan.mask_in_constant_memory {
             0
@@ -255,15 +227,59 @@ impl Engine {
         self.ensure_free_memory(input.len().saturating_mul(8).saturating_add(mask_bytes))?;
         let data = row_major(input);
         let mut times = Vec::new();
-        fill_output(output, |out| {
+        fill_output(output.view_mut(), |out| {
             times = self.launch1d(&data, &taps, launch, out)?;
             Ok(())
         })?;
-        Ok(times)
+        Ok((output, times))
     }
 
-    /// Uploads, launches the plan `runs` times over as many grids as the length needs, downloads
-    /// into `out`; returns each run's kernel time in milliseconds.
+    /// The plan of a mask of `mask_len` taps of the real type `R` on a signal of `len`
+    /// elements: every design for `f32`, the textbook designs for `f64`.
+    fn plan1d_real<R: Real>(
+        &self,
+        len: usize,
+        mask_len: usize,
+        options: &Conv1dOptions,
+    ) -> Result<LaunchPlan> {
+        if R::NAME == f64::NAME {
+            textbook::plan_f64(self.device(), mask_len, options.kernel, options.tile)
+        } else {
+            self.plan1d(len, mask_len, options)
+        }
+    }
+
+    /// Filters a host signal of any element type into `output` through the pipeline.
+    fn filter1d<S, M, O>(
+        &self,
+        input: &ArrayBase<S, Ix1>,
+        mask: &ArrayBase<M, Ix1>,
+        options: &Conv1dOptions,
+        flip: bool,
+        output: ArrayViewMut1<'_, O>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem = <S::Elem as Element>::Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+    {
+        check_output(input, &output)?;
+        let taps = orient(&row_major(mask), options.origin, flip)?;
+        let plan = self.plan1d_real::<<S::Elem as Element>::Real>(
+            input.len(),
+            taps.values.len(),
+            options,
+        )?;
+        let launch = Launch::new(&plan, options.mode, options.clamp, 1)?;
+        if input.is_empty() {
+            return Ok(());
+        }
+        self.filter1d_bands(input.view(), &taps, launch, output)
+    }
+
+    /// Benchmark support: uploads, launches the plan `runs` times over as many grids as the
+    /// length needs, downloads into `out`; returns each run's kernel time in milliseconds.
+    #[cfg(feature = "bench")]
     fn launch1d(
         &self,
         input: &[f32],
@@ -302,10 +318,10 @@ impl Engine {
 /// Contract of every conv1d kernel, which the caller's buffers complete: input and output hold
 /// `len` elements, the mask holds `mask_len` taps (in MASK or a device buffer), shared memory as
 /// the plan computed for its kernel, and `left < mask_len`.
-fn grid1d(
+fn grid1d<R>(
     launch: Launch<'_>,
     len: usize,
-    taps: &Taps,
+    taps: &Taps<R>,
     block_offset: u64,
     count: u64,
 ) -> (LaunchConfig, Conv1dParams) {
@@ -335,12 +351,12 @@ fn grid1d(
 /// # Safety
 /// `input` and `output` are distinct buffers of at least `len` elements, 16-byte aligned; the
 /// mask is where the plan reads it (in MASK, or in `mask`), written before in `stream`'s order.
-pub(crate) unsafe fn enqueue1d<T: DeviceRepr>(
+pub(crate) unsafe fn enqueue1d<T: DeviceRepr, R: DeviceRepr>(
     session: &Session<'_>,
     stream: &Arc<CudaStream>,
-    (launch, taps, len): (Launch<'_>, &Taps, usize),
+    (launch, taps, len): (Launch<'_>, &Taps<R>, usize),
     input: &CudaSlice<T>,
-    mask: Option<&CudaSlice<f32>>,
+    mask: Option<&CudaSlice<R>>,
     output: &mut CudaSlice<T>,
 ) -> Result<()> {
     let plan = launch.plan;

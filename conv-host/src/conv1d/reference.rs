@@ -5,6 +5,7 @@
 //! two check each other.
 
 use super::{Conv1dOptions, orient};
+use crate::element::Element;
 use crate::error::Result;
 use crate::layout::row_major;
 use crate::options::{BoundaryMode, clamp_bounds};
@@ -68,14 +69,14 @@ fn filter1d<S, T>(
     flip: bool,
 ) -> Result<Array1<f64>>
 where
-    S: Data<Elem = f32>,
-    T: Data<Elem = f32>,
+    S: Data<Elem: Element>,
+    T: Data<Elem = <S::Elem as Element>::Real>,
 {
     let taps = orient(&row_major(mask), options.origin, flip)?;
     let bounds = clamp_bounds(options.clamp)?;
     let cval = ghost_value(options.mode);
-    let line: Vec<f64> = input.iter().map(|&v| f64::from(v)).collect();
-    let weights: Vec<f64> = taps.values.iter().map(|&v| f64::from(v)).collect();
+    let line: Vec<f64> = input.iter().map(|&v| v.to_f64()).collect();
+    let weights: Vec<f64> = taps.values.iter().map(|&v| v.to_f64()).collect();
     let out = (0..line.len() as i64).map(|i| {
         let first = i - taps.left as i64;
         let sum: f64 = weights
@@ -91,8 +92,8 @@ where
     Ok(out.collect())
 }
 
-/// CPU twin of [`crate::Engine::correlate1d`], accumulating in f64. `options.kernel` and
-/// `options.tile` are ignored.
+/// CPU twin of [`crate::Engine::correlate1d`] for every element type, accumulating in f64 and
+/// returning the unrounded sums. `options.kernel` and `options.tile` are ignored.
 ///
 /// # Errors
 /// The option errors of the GPU call ([`crate::ConvError::EmptyMask`],
@@ -103,8 +104,8 @@ pub fn correlate1d<S, T>(
     options: &Conv1dOptions,
 ) -> Result<Array1<f64>>
 where
-    S: Data<Elem = f32>,
-    T: Data<Elem = f32>,
+    S: Data<Elem: Element>,
+    T: Data<Elem = <S::Elem as Element>::Real>,
 {
     filter1d(input, mask, options, false)
 }
@@ -119,8 +120,8 @@ pub fn convolve1d<S, T>(
     options: &Conv1dOptions,
 ) -> Result<Array1<f64>>
 where
-    S: Data<Elem = f32>,
-    T: Data<Elem = f32>,
+    S: Data<Elem: Element>,
+    T: Data<Elem = <S::Elem as Element>::Real>,
 {
     filter1d(input, mask, options, true)
 }

@@ -320,7 +320,7 @@ impl Engine {
 
     /// The plan of an oriented mask of the real type `R` on an image of `(height, width,
     /// channels)`: every design for `f32`, the textbook designs for `f64`.
-    fn plan_real<R: Real>(
+    fn plan2d_real<R: Real>(
         &self,
         mask: &Mask2d<R>,
         image: (usize, usize, usize),
@@ -348,7 +348,7 @@ impl Engine {
         image: (usize, usize, usize),
     ) -> Result<(Mask2d<R>, LaunchPlan)> {
         let mut mask = orient2d(mask, options.origin, flip)?;
-        let plan = self.plan_real(&mask, image, options)?;
+        let plan = self.plan2d_real(&mask, image, options)?;
         if let Some(mask) = (&mut mask as &mut dyn Any).downcast_mut::<Mask2d<f32>>()
             && matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma)
         {

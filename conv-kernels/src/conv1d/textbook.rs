@@ -1,8 +1,8 @@
 //! The four 1D designs of the textbook chapter and tutorial, one thread per output element:
 //! thread `t` of block `b` owns output `(block_offset + b) * blockDim.x + t`. The bodies are
 //! generic over where the mask lives ([`Mask`]) and over the type they read, add in and write
-//! ([`Real`]), so each design exists once in source; the PTX holds the `f32` instantiations,
-//! constant-memory mask and global-memory mask.
+//! ([`Real`]: `f32`, and `f64`, whose entry points end in `_f64`), so each design exists once in
+//! source and four times in PTX.
 
 use super::{clamp, tile_start};
 use crate::abi::Conv1dParams;
@@ -159,6 +159,13 @@ entry_points!(
     "Basic 1D kernel."
 );
 entry_points!(
+    direct,
+    f64,
+    conv1d_constant_mask_f64,
+    conv1d_basic_f64,
+    "Basic 1D kernel, `f64`."
+);
+entry_points!(
     tiled,
     f32,
     conv1d_tiled,
@@ -166,9 +173,23 @@ entry_points!(
     "Tiled 1D kernel, halo in shared memory."
 );
 entry_points!(
+    tiled,
+    f64,
+    conv1d_tiled_f64,
+    conv1d_tiled_global_mask_f64,
+    "Tiled 1D kernel, halo in shared memory, `f64`."
+);
+entry_points!(
     tiled_l2,
     f32,
     conv1d_tiled_l2,
     conv1d_tiled_l2_global_mask,
     "Tiled 1D kernel, halo through L2."
+);
+entry_points!(
+    tiled_l2,
+    f64,
+    conv1d_tiled_l2_f64,
+    conv1d_tiled_l2_global_mask_f64,
+    "Tiled 1D kernel, halo through L2, `f64`."
 );
