@@ -218,7 +218,7 @@ impl Engine {
         let view = array.view();
         let mut session = self.session()?;
         let (bands, slots, elements) =
-            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, 2 * 4)?;
+            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, (2 * 4, 4))?;
         let mut slots = session.take_slots(slots, elements * size_of::<f32>(), false)?;
         let count = slots.len();
         let result = (|| {
@@ -282,7 +282,7 @@ impl Engine {
         }
         let mut session = self.session()?;
         let (bands, slots, elements) =
-            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, 2 * 4)?;
+            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, (2 * 4, 4))?;
         let mut slots = session.take_slots(slots, elements * size_of::<f32>(), false)?;
         let count = slots.len();
         let describe = || "downloading an array (or the work enqueued before)".to_string();

@@ -43,10 +43,10 @@ impl Band {
     }
 }
 
-/// Elements of a band buffer the pipeline aims at: large enough that a band's copies run at
-/// full speed and its kernel fills the GPU, small enough that an image of a few hundred MiB
-/// splits into enough bands to overlap packing, copies and unpacking.
-pub(crate) const TARGET_BAND_ELEMENTS: usize = 8 << 20;
+/// Bytes of input a band aims at: large enough that a band's copies run at full speed and its
+/// kernel fills the GPU, small enough that an image of a few hundred MiB splits into enough
+/// bands to overlap packing, copies and unpacking.
+pub(crate) const TARGET_BAND_BYTES: usize = 32 << 20;
 
 /// Slots the pipeline cycles through: one band packing, one computing, one unpacking.
 pub(crate) const PIPELINE_SLOTS: usize = 3;
@@ -54,7 +54,8 @@ pub(crate) const PIPELINE_SLOTS: usize = 3;
 /// How a host call splits `rows` rows of `row_len` elements for a mask with `halo` rows before
 /// and after the output row: the bands, and the slots and elements per slot they take.
 /// `budget` is the device memory the call may hold (every device buffer of every slot), each
-/// element taking `element_bytes` bytes across a slot's device buffers.
+/// element taking `device_bytes` bytes across a slot's device buffers and `input_bytes` in the
+/// upload.
 ///
 /// # Errors
 /// [`ConvError::OutOfMemory`] when not even one output row and its halo fit the budget.
@@ -63,11 +64,11 @@ pub(crate) fn plan_bands(
     row_len: usize,
     halo: (usize, usize),
     budget: usize,
-    element_bytes: usize,
+    (device_bytes, input_bytes): (usize, usize),
 ) -> Result<(Vec<Band>, usize, usize)> {
-    let row_bytes = row_len.max(1).saturating_mul(element_bytes);
+    let row_bytes = row_len.max(1).saturating_mul(device_bytes);
     let rows_in = |slots: usize| budget / slots / row_bytes;
-    let target_rows = (TARGET_BAND_ELEMENTS / row_len.max(1)).max(1);
+    let target_rows = (TARGET_BAND_BYTES / row_len.max(1) / input_bytes.max(1)).max(1);
     if rows <= target_rows && rows <= rows_in(1) {
         let band = Band {
             output: 0..rows,
@@ -362,7 +363,7 @@ impl Engine {
             call.row_len,
             call.halo,
             budget.saturating_sub(mask_bytes),
-            buffers * size_of::<R>(),
+            (buffers * size_of::<R>(), size_of::<W::Input>()),
         )?;
         let mut slots = session.take_slots(slots, elements * size_of::<R>(), converts)?;
         // The bands run on the slots' streams: after the mask's upload.
@@ -398,7 +399,7 @@ mod tests {
             (10, 64, (40, 40), 2 * 4 * 64 * 100),
             (5000, 1, (3, 3), 1000),
         ] {
-            let (bands, slots, elements) = plan_bands(rows, row_len, halo, budget, 8).unwrap();
+            let (bands, slots, elements) = plan_bands(rows, row_len, halo, budget, (8, 4)).unwrap();
             assert!((1..=PIPELINE_SLOTS).contains(&slots));
             assert!(slots * 2 * elements * 4 <= budget, "{rows} x {row_len}");
             let mut next = 0;
@@ -410,11 +411,11 @@ mod tests {
             assert_eq!(next, rows);
         }
         // One band: the whole input, the boundary left to the kernel.
-        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, 8).unwrap();
+        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4)).unwrap();
         assert_eq!((bands.len(), slots, bands[0].halo), (1, 1, (0, 0)));
         // Not even one row and its halo: out of memory.
         assert!(matches!(
-            plan_bands(100, 1000, (10, 10), 1000, 8),
+            plan_bands(100, 1000, (10, 10), 1000, (8, 4)),
             Err(ConvError::OutOfMemory { .. })
         ));
     }
