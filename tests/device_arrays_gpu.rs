@@ -39,7 +39,9 @@ fn uploads_and_downloads_round_trip() {
         engine().download_into(&device, back.view_mut()).unwrap();
         assert_eq!(back, grey.t(), "{shape:?} transposed");
     }
-    let zeros = engine().alloc_device(ndarray::Ix3(4, 5, 3)).unwrap();
+    let zeros = engine()
+        .alloc_device::<f32, _>(ndarray::Ix3(4, 5, 3))
+        .unwrap();
     assert_eq!(
         engine().download(&zeros).unwrap(),
         Array3::<f32>::zeros((4, 5, 3))
@@ -66,8 +68,8 @@ fn chained_operations_stay_on_the_gpu() {
             ..Default::default()
         };
         let input = engine().upload(&image).unwrap();
-        let mut a = engine().alloc_device(image.raw_dim()).unwrap();
-        let mut b = engine().alloc_device(image.raw_dim()).unwrap();
+        let mut a = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
+        let mut b = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
         engine()
             .correlate2d_device(&input, &general, &options, &mut a)
             .unwrap();
@@ -95,8 +97,8 @@ fn chained_operations_stay_on_the_gpu() {
         ..Default::default()
     };
     let input = engine().upload(&signal).unwrap();
-    let mut a = engine().alloc_device(input.raw_dim()).unwrap();
-    let mut b = engine().alloc_device(input.raw_dim()).unwrap();
+    let mut a = engine().alloc_device::<f32, _>(input.raw_dim()).unwrap();
+    let mut b = engine().alloc_device::<f32, _>(input.raw_dim()).unwrap();
     engine()
         .correlate1d_device(&input, &mask, &options, &mut a)
         .unwrap();
@@ -150,7 +152,7 @@ fn every_design_runs_on_device_arrays() {
             ..Default::default()
         };
         let input = engine().upload(&image).unwrap();
-        let mut output = engine().alloc_device(image.raw_dim()).unwrap();
+        let mut output = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
         engine()
             .correlate2d_device(&input, &mask, &options, &mut output)
             .unwrap_or_else(|e| panic!("{kernel}: {e}"));
@@ -168,7 +170,7 @@ fn every_design_runs_on_device_arrays() {
             ..Default::default()
         };
         let input = engine().upload(&signal).unwrap();
-        let mut output = engine().alloc_device(input.raw_dim()).unwrap();
+        let mut output = engine().alloc_device::<f32, _>(input.raw_dim()).unwrap();
         engine()
             .convolve1d_device(&input, &mask, &options, &mut output)
             .unwrap();
@@ -185,7 +187,9 @@ fn every_design_runs_on_device_arrays() {
 fn device_array_errors_are_typed() {
     let image = Array2::<f32>::ones((10, 20));
     let input = engine().upload(&image).unwrap();
-    let mut wrong = engine().alloc_device(ndarray::Ix2(20, 10)).unwrap();
+    let mut wrong = engine()
+        .alloc_device::<f32, _>(ndarray::Ix2(20, 10))
+        .unwrap();
     assert!(matches!(
         engine().correlate2d_device(&input, &masks::sharpen(), &Default::default(), &mut wrong),
         Err(ConvError::ShapeMismatch { .. })
@@ -196,7 +200,7 @@ fn device_array_errors_are_typed() {
         Err(ConvError::ShapeMismatch { .. })
     ));
     // The shape is checked first; a well-shaped output gets the mask's own error.
-    let mut output = engine().alloc_device(image.raw_dim()).unwrap();
+    let mut output = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
     assert!(matches!(
         engine().correlate2d_device(
             &input,

@@ -435,3 +435,92 @@ fn signals_of_every_type_match_the_reference() {
     ];
     signals::<f64>(&mut rng, &textbook);
 }
+
+/// Device arrays carry their type: `u8`, `u16`, `f16` and `f64` images upload as their own
+/// bytes, filter on the device into their type or (narrow types) into `f32`, and download the
+/// same values the host calls give.
+fn device_arrays_of<T: Random>(rng: &mut StdRng) {
+    let engine = engine();
+    for mode in MODES {
+        let shape = (
+            rng.random_range(1..60),
+            rng.random_range(1..70),
+            [1, 3][rng.random_range(0..2)],
+        );
+        let image = random_image::<T>(rng, shape);
+        let mask =
+            Array2::from_shape_simple_fn((rng.random_range(1..8), rng.random_range(1..8)), || {
+                <T::Real as Element>::from_f64(rng.random_range(-1.0..1.0))
+            });
+        let options = Conv2dOptions {
+            mode,
+            ..Default::default()
+        };
+        let what = format!(
+            "device {} {mode:?} {shape:?} mask {:?}",
+            T::NAME,
+            mask.dim()
+        );
+        let input = engine.upload(&image).expect(&what);
+        assert_eq!(
+            engine.download(&input).unwrap(),
+            image,
+            "{what}: round trip"
+        );
+        let mut output = engine.alloc_device::<T, _>(image.raw_dim()).unwrap();
+        engine
+            .correlate2d_device(&input, &mask, &options, &mut output)
+            .expect(&what);
+        let on_host = engine.correlate2d(&image, &mask, &options).unwrap();
+        assert_eq!(engine.download(&output).unwrap(), on_host, "{what}");
+        let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+        check(
+            on_host.view(),
+            reference.view(),
+            scale(&image, &mask),
+            &what,
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn device_arrays_carry_their_type() {
+    let (mut rng, _) = rng("device arrays of every type");
+    device_arrays_of::<u8>(&mut rng);
+    device_arrays_of::<u16>(&mut rng);
+    device_arrays_of::<f16>(&mut rng);
+    device_arrays_of::<f64>(&mut rng);
+    // A u8 image into an f32 device array, and a 1D u16 signal.
+    let image = random_image::<u8>(&mut rng, (33, 47, 3));
+    let mask = Array2::from_shape_simple_fn((5, 5), || rng.random_range(-1.0..1.0f32));
+    let options = Conv2dOptions {
+        mode: BoundaryMode::Reflect,
+        ..Default::default()
+    };
+    let input = engine().upload(&image).unwrap();
+    let mut wide = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
+    engine()
+        .correlate2d_device(&input, &mask, &options, &mut wide)
+        .unwrap();
+    let mut expected = Array3::<f32>::zeros(image.dim());
+    engine()
+        .correlate2d_into(&image, &mask, &options, expected.view_mut())
+        .unwrap();
+    assert_eq!(engine().download(&wide).unwrap(), expected);
+    let signal = ndarray::Array1::from_shape_simple_fn(1000, || u16::random(&mut rng));
+    let taps = ndarray::Array1::from_shape_simple_fn(9, || rng.random_range(-1.0..1.0f32));
+    let options = conv_host::Conv1dOptions {
+        mode: BoundaryMode::Wrap,
+        ..Default::default()
+    };
+    let input = engine().upload(&signal).unwrap();
+    let mut output = engine().alloc_device::<u16, _>(signal.raw_dim()).unwrap();
+    engine()
+        .correlate1d_device(&input, &taps, &options, &mut output)
+        .unwrap();
+    assert_eq!(
+        engine().download(&output).unwrap(),
+        engine().correlate1d(&signal, &taps, &options).unwrap()
+    );
+}

@@ -6,12 +6,14 @@
 //! Device memory comes from the device's stream-ordered pool, which the engine keeps from
 //! returning freed blocks to the driver, so arrays of a recurring size cost no allocation.
 
+use crate::element::{Element, narrowing, widening};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
 use crate::layout::{copy_from_view, copy_into_view, try_zeros};
 use crate::pipeline::plan_bands;
+use crate::session::Session;
 use crate::staging::memory_error;
-use cudarc::driver::{CudaSlice, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
 use ndarray::{
     Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, RemoveAxis, Slice,
 };
@@ -21,8 +23,80 @@ use rayon::prelude::*;
 /// transaction (the textbook's padded format, Fig. 7.15).
 pub(crate) const PITCH_ALIGNMENT: usize = 32;
 
-/// Elements a staged copy of a device array moves per band (32 MiB).
-const COPY_BAND_ELEMENTS: usize = 8 << 20;
+/// Bytes a staged copy of a device array moves per band.
+const COPY_BAND_BYTES: usize = 32 << 20;
+
+/// The bands, slots and elements per slot of a staged copy of `rows` rows `pitch` elements of
+/// `T` apart: bands of about [`COPY_BAND_BYTES`], each slot's two device buffers unused (the
+/// copies go straight to and from the array).
+fn copy_bands<T: Element>(
+    rows: usize,
+    pitch: usize,
+) -> Result<(Vec<crate::pipeline::Band>, usize, usize)> {
+    let bytes = size_of::<T>();
+    plan_bands(
+        rows,
+        pitch,
+        (0, 0),
+        COPY_BAND_BYTES * 2 * 3,
+        (2 * bytes, bytes),
+    )
+}
+
+impl Session<'_> {
+    /// Runs `kernel` from `input` (`elements` of `T`) into `output` (as many of `O`) through
+    /// buffers of their `Real` type: views of the arrays themselves where they hold it, device
+    /// temporaries (from the stream-ordered pool) where `T` is widened before and `O` narrowed
+    /// after, all on the engine's stream.
+    pub(crate) fn between_arrays<T: Element, O: Element<Real = T::Real>>(
+        &self,
+        input: &CudaSlice<T>,
+        output: &mut CudaSlice<O>,
+        elements: usize,
+        kernel: impl FnOnce(&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>) -> Result<()>,
+    ) -> Result<()> {
+        let stream = self.stream();
+        let bytes = elements * size_of::<T::Real>();
+        let temporary = || -> Result<CudaSlice<u8>> {
+            // SAFETY: written by a conversion or a kernel, in stream order, before any read.
+            unsafe { stream.alloc::<u8>(bytes.max(1)) }
+                .map_err(|error| memory_error(stream.context(), error, bytes, "temporary"))
+        };
+        let widened = match widening::<T>() {
+            Some(entry_point) => {
+                let mut wide = temporary()?;
+                self.convert(stream, entry_point, (input, &mut wide), elements)?;
+                Some(wide)
+            }
+            None => None,
+        };
+        let mut narrowed = narrowing::<O>().map(|_| temporary()).transpose()?;
+        let not_real = || ConvError::Driver {
+            context: format!("viewing a device array as {} bytes", bytes),
+            source: cudarc::driver::DriverError(
+                cudarc::driver::sys::CUresult::CUDA_ERROR_INVALID_VALUE,
+            ),
+        };
+        {
+            let source = match &widened {
+                Some(wide) => wide.as_view(),
+                // SAFETY: without a widening `T` is its `Real` type: `elements` of it are the
+                // `bytes` bytes viewed, every bit pattern valid.
+                None => unsafe { input.transmute::<u8>(bytes) }.ok_or_else(not_real)?,
+            };
+            let mut target = match &mut narrowed {
+                Some(narrow) => narrow.as_view_mut(),
+                // SAFETY: as above, for `O`.
+                None => unsafe { output.transmute_mut::<u8>(bytes) }.ok_or_else(not_real)?,
+            };
+            kernel(&source, &mut target)?;
+        }
+        if let (Some(entry_point), Some(narrow)) = (narrowing::<O>(), &narrowed) {
+            self.convert(stream, entry_point, (narrow, output), elements)?;
+        }
+        Ok(())
+    }
+}
 
 mod sealed {
     pub trait Sealed {}
@@ -64,39 +138,42 @@ impl DeviceDim for Ix3 {
     }
 }
 
-/// An `f32` array in the device memory of one GPU, in the layout the kernels read: a signal
-/// contiguous, an image in rows of `pitch` elements. Create it with [`Engine::upload`] or
-/// [`Engine::alloc_device`]; read it back with [`Engine::download`].
+/// An array of element type `T` (`f32` unless named) in the device memory of one GPU, in the
+/// layout the kernels read: a signal contiguous, an image in rows of `pitch` elements. Create
+/// it with [`Engine::upload`] or [`Engine::alloc_device`]; read it back with
+/// [`Engine::download`]. Its copies move `T`'s bytes; operations on `u8`, `u16` and `f16`
+/// arrays convert to `f32` and back on the device.
 ///
 /// ```no_run
 /// use conv_host::{Conv2dOptions, Engine, masks};
 /// let engine = Engine::new()?;
 /// let image = ndarray::Array2::<f32>::ones((1080, 1920));
 /// let mut a = engine.upload(&image)?;
-/// let mut b = engine.alloc_device(image.raw_dim())?;
+/// let mut b = engine.alloc_device::<f32, _>(image.raw_dim())?;
 /// let options = Conv2dOptions::default();
 /// engine.correlate2d_device(&a, &masks::box2d(5, 5)?, &options, &mut b)?;   // returns at once
 /// engine.correlate2d_device(&b, &masks::sharpen(), &options, &mut a)?;       // never on the host
 /// let result = engine.download(&a)?;                                         // waits
 /// # Ok::<(), conv_host::ConvError>(())
 /// ```
-pub struct DeviceArray<D: DeviceDim> {
-    pub(crate) data: CudaSlice<f32>,
+pub struct DeviceArray<D: DeviceDim, T: Element = f32> {
+    pub(crate) data: CudaSlice<T>,
     dim: D,
     pub(crate) pitch: usize,
     ordinal: usize,
 }
 
-impl<D: DeviceDim> std::fmt::Debug for DeviceArray<D> {
+impl<D: DeviceDim, T: Element> std::fmt::Debug for DeviceArray<D, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DeviceArray")
+            .field("element", &T::NAME)
             .field("shape", &self.shape())
             .field("device", &self.ordinal)
             .finish_non_exhaustive()
     }
 }
 
-impl<D: DeviceDim> DeviceArray<D> {
+impl<D: DeviceDim, T: Element> DeviceArray<D, T> {
     /// The array's shape.
     pub fn shape(&self) -> &[usize] {
         self.dim.slice()
@@ -131,7 +208,10 @@ impl<D: DeviceDim> DeviceArray<D> {
 
 impl Engine {
     /// [`ConvError::DeviceMismatch`] unless `array` lives on this engine's GPU.
-    pub(crate) fn check_device<D: DeviceDim>(&self, array: &DeviceArray<D>) -> Result<()> {
+    pub(crate) fn check_device<D: DeviceDim, T: Element>(
+        &self,
+        array: &DeviceArray<D, T>,
+    ) -> Result<()> {
         if array.ordinal == self.device().ordinal {
             Ok(())
         } else {
@@ -144,10 +224,10 @@ impl Engine {
 
     /// [`ConvError::DeviceMismatch`] unless both arrays live on this engine's GPU,
     /// [`ConvError::ShapeMismatch`] unless `output` has `input`'s shape.
-    pub(crate) fn check_pair<D: DeviceDim>(
+    pub(crate) fn check_pair<D: DeviceDim, T: Element, O: Element>(
         &self,
-        input: &DeviceArray<D>,
-        output: &DeviceArray<D>,
+        input: &DeviceArray<D, T>,
+        output: &DeviceArray<D, O>,
     ) -> Result<()> {
         self.check_device(input)?;
         self.check_device(output)?;
@@ -161,11 +241,11 @@ impl Engine {
         }
     }
 
-    /// A device array of `dim`, every element 0.
+    /// A device array of `dim` elements of `T`, every element 0.
     ///
     /// # Errors
     /// [`ConvError::OutOfMemory`], [`ConvError::Driver`].
-    pub fn alloc_device<D: DeviceDim>(&self, dim: D) -> Result<DeviceArray<D>> {
+    pub fn alloc_device<T: Element, D: DeviceDim>(&self, dim: D) -> Result<DeviceArray<D, T>> {
         let (rows, row_len) = D::rows_and_row_len(dim.slice());
         let pitch = D::pitch(row_len);
         let elements = rows
@@ -174,17 +254,18 @@ impl Engine {
         let session = self.session()?;
         let stream = &self.stream;
         // SAFETY: the buffer is zeroed below, in stream order, before any use.
-        let mut data = unsafe { stream.alloc::<f32>(elements.max(1)) }.map_err(|error| {
-            memory_error(&self.context, error, elements * size_of::<f32>(), "array")
+        let mut data = unsafe { stream.alloc::<T>(elements.max(1)) }.map_err(|error| {
+            memory_error(&self.context, error, elements * size_of::<T>(), "array")
         })?;
         {
             let (pointer, _record) = data.device_ptr_mut(stream);
-            // SAFETY: `pointer` addresses `elements.max(1) * 4` bytes of `data`, on `stream`.
+            // SAFETY: `pointer` addresses `elements.max(1)` elements of `T` of `data`, on
+            // `stream`; zero bytes are zeros of every element type.
             unsafe {
                 cudarc::driver::result::memset_d8_async(
                     pointer,
                     0,
-                    elements.max(1) * size_of::<f32>(),
+                    elements.max(1) * size_of::<T>(),
                     stream.cu_stream(),
                 )
             }
@@ -205,9 +286,9 @@ impl Engine {
     ///
     /// # Errors
     /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
-    pub fn upload<S, D>(&self, array: &ArrayBase<S, D>) -> Result<DeviceArray<D>>
+    pub fn upload<S, D>(&self, array: &ArrayBase<S, D>) -> Result<DeviceArray<D, S::Elem>>
     where
-        S: Data<Elem = f32>,
+        S: Data<Elem: Element>,
         D: DeviceDim,
     {
         let mut target = self.alloc_device(array.raw_dim())?;
@@ -217,9 +298,8 @@ impl Engine {
         }
         let view = array.view();
         let mut session = self.session()?;
-        let (bands, slots, elements) =
-            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, (2 * 4, 4))?;
-        let mut slots = session.take_slots(slots, elements * size_of::<f32>(), false)?;
+        let (bands, slots, elements) = copy_bands::<S::Elem>(rows, pitch)?;
+        let mut slots = session.take_slots(slots, elements * size_of::<S::Elem>(), false)?;
         let count = slots.len();
         let result = (|| {
             for (i, band) in bands.iter().enumerate() {
@@ -227,7 +307,8 @@ impl Engine {
                 if i >= count {
                     session.finish(&slot.stream, || "uploading an array".into())?;
                 }
-                let buffer = &mut slot.upload.as_mut_slice::<f32>()[..band.output.len() * pitch];
+                let buffer =
+                    &mut slot.upload.as_mut_slice::<S::Elem>()[..band.output.len() * pitch];
                 pack_rows(&view, band.output.clone(), row_len, pitch, buffer);
                 let range = band.output.start * pitch..band.output.end * pitch;
                 slot.stream
@@ -252,7 +333,10 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::download_into`], and [`ConvError::HostOutOfMemory`].
-    pub fn download<D: DeviceDim>(&self, array: &DeviceArray<D>) -> Result<Array<f32, D>> {
+    pub fn download<D: DeviceDim, T: Element>(
+        &self,
+        array: &DeviceArray<D, T>,
+    ) -> Result<Array<T, D>> {
         let mut output = try_zeros(array.raw_dim())?;
         self.download_into(array, output.view_mut())?;
         Ok(output)
@@ -264,10 +348,10 @@ impl Engine {
     /// # Errors
     /// [`ConvError::ShapeMismatch`], [`ConvError::DeviceMismatch`], [`ConvError::Driver`], a
     /// kernel fault of the work enqueued before.
-    pub fn download_into<D: DeviceDim>(
+    pub fn download_into<D: DeviceDim, T: Element>(
         &self,
-        array: &DeviceArray<D>,
-        mut output: ArrayViewMut<'_, f32, D>,
+        array: &DeviceArray<D, T>,
+        mut output: ArrayViewMut<'_, T, D>,
     ) -> Result<()> {
         self.check_device(array)?;
         if output.shape() != array.shape() {
@@ -281,14 +365,13 @@ impl Engine {
             return Ok(());
         }
         let mut session = self.session()?;
-        let (bands, slots, elements) =
-            plan_bands(rows, pitch, (0, 0), COPY_BAND_ELEMENTS * 4 * 2 * 3, (2 * 4, 4))?;
-        let mut slots = session.take_slots(slots, elements * size_of::<f32>(), false)?;
+        let (bands, slots, elements) = copy_bands::<T>(rows, pitch)?;
+        let mut slots = session.take_slots(slots, elements * size_of::<T>(), false)?;
         let count = slots.len();
         let describe = || "downloading an array (or the work enqueued before)".to_string();
         let result = (|| {
             let mut unpack = |band: &crate::pipeline::Band, slot: &crate::staging::Slot| {
-                let source = &slot.download.as_slice::<f32>()[..band.output.len() * pitch];
+                let source = &slot.download.as_slice::<T>()[..band.output.len() * pitch];
                 unpack_rows(&mut output, band.output.clone(), pitch, source);
             };
             for (i, band) in bands.iter().enumerate() {
@@ -303,7 +386,7 @@ impl Engine {
                 slot.stream
                     .memcpy_dtoh(
                         &array.data.slice(range),
-                        &mut slot.download.as_mut_slice::<f32>()[..len],
+                        &mut slot.download.as_mut_slice::<T>()[..len],
                     )
                     .context(describe)?;
             }
@@ -338,12 +421,12 @@ impl Engine {
 
 /// Packs rows `rows` of `view` (`row_len` elements each, in logical order) into `buffer`, rows
 /// `pitch` apart.
-fn pack_rows<D: DeviceDim>(
-    view: &ndarray::ArrayView<'_, f32, D>,
+fn pack_rows<T: Element, D: DeviceDim>(
+    view: &ndarray::ArrayView<'_, T, D>,
     rows: std::ops::Range<usize>,
     row_len: usize,
     pitch: usize,
-    buffer: &mut [f32],
+    buffer: &mut [T],
 ) {
     if D::NDIM == Some(1) {
         copy_from_view(buffer, &view.slice_axis(Axis(0), Slice::from(rows)));
@@ -360,11 +443,11 @@ fn pack_rows<D: DeviceDim>(
 }
 
 /// Unpacks rows `rows` of `output` from `buffer` (rows `pitch` apart).
-fn unpack_rows<D: DeviceDim>(
-    output: &mut ArrayViewMut<'_, f32, D>,
+fn unpack_rows<T: Element, D: DeviceDim>(
+    output: &mut ArrayViewMut<'_, T, D>,
     rows: std::ops::Range<usize>,
     pitch: usize,
-    buffer: &[f32],
+    buffer: &[T],
 ) {
     let mut target = output.slice_axis_mut(Axis(0), Slice::from(rows));
     if D::NDIM == Some(1) {

@@ -197,12 +197,14 @@ impl Engine {
 
     /// Fails early, before any host-side copy, when the buffers of a call cannot fit in the
     /// device's free memory.
+    #[cfg(feature = "bench")]
     pub(crate) fn ensure_free_memory(&self, bytes: usize) -> Result<()> {
         self.check_fault()?;
         self.check_free_memory(bytes)
     }
 
     /// [`ConvError::OutOfMemory`] if `bytes` exceed the device's free memory.
+    #[cfg(feature = "bench")]
     pub(crate) fn check_free_memory(&self, bytes: usize) -> Result<()> {
         let (free, total) = self
             .context

@@ -142,6 +142,7 @@ where
 
 /// Runs `fill` on a row-major buffer for `output` and stores the result there: directly when
 /// `output` is contiguous in row-major order, through a temporary otherwise.
+#[cfg(feature = "bench")]
 pub(crate) fn fill_output<D: Dimension>(
     mut output: ArrayViewMut<'_, f32, D>,
     fill: impl FnOnce(&mut [f32]) -> Result<()>,

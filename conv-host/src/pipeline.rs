@@ -15,7 +15,10 @@ use crate::plan::LaunchPlan;
 use crate::session::Session;
 use crate::staging::{HostTimes, Slot};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaEvent, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtrMut, LaunchConfig,
+    PushKernelArg,
+};
 use std::ops::Range;
 use std::sync::Arc;
 use std::time::Instant;
@@ -119,7 +122,7 @@ pub(crate) trait BandWork: Sync {
         &self,
         session: &Session<'_>,
         stream: &Arc<CudaStream>,
-        buffers: (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        buffers: (&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>),
         band: &Band,
     ) -> Result<()>;
     /// Describes the band's work for an error message.
@@ -245,7 +248,12 @@ impl Session<'_> {
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let describe = || format!("timing {}", work.describe(band));
         let start = stream.record_event(timing).context(describe)?;
-        work.launch(self, stream, (&slot.input, &mut slot.output), band)?;
+        work.launch(
+            self,
+            stream,
+            (&slot.input.as_view(), &mut slot.output.as_view_mut()),
+            band,
+        )?;
         let end = stream.record_event(timing).context(describe)?;
         let output_size = size_of::<W::Output>();
         let leaving = match (narrow, slot.scratch.as_mut()) {
@@ -295,11 +303,11 @@ impl Session<'_> {
     }
 
     /// Enqueues the conversion kernel `entry_point` of `elements` elements from `from` into `to`.
-    fn convert(
+    pub(crate) fn convert<A, B>(
         &self,
         stream: &Arc<CudaStream>,
         entry_point: &'static str,
-        (from, to): (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        (from, to): (&CudaSlice<A>, &mut CudaSlice<B>),
         elements: usize,
     ) -> Result<()> {
         const THREADS: u32 = 256;
@@ -311,8 +319,8 @@ impl Session<'_> {
         };
         let len = elements as u64;
         // SAFETY: `from` holds `elements` elements of the entry point's source type and `to` as
-        // many of its target type (every slot buffer holds `elements` of the kernels' `f32`,
-        // the widest of both); distinct buffers, used in `stream`'s order.
+        // many of its target type (the callers' buffers hold `elements` of the kernels' `f32`
+        // or of the element type converted); distinct buffers, used in `stream`'s order.
         unsafe {
             self.launch_async(stream, entry_point, config, |args| {
                 args.arg(from);

@@ -24,18 +24,17 @@ pub struct LaunchPlan {
     pub mask_in_constant_memory: bool,
 }
 
-/// What a launch of a planned operation takes besides its data: the plan, the boundary mode,
-/// the output clamp bounds and how many timed runs.
+/// What a launch of a planned operation takes besides its data: the plan, the boundary mode
+/// and the output clamp bounds.
 #[derive(Clone, Copy)]
 pub(crate) struct Launch<'a> {
     pub(crate) plan: &'a LaunchPlan,
     pub(crate) mode: BoundaryMode,
     pub(crate) clamp: (f32, f32),
-    pub(crate) runs: usize,
 }
 
 impl<'a> Launch<'a> {
-    /// The launch of `plan` with these options, `runs` times.
+    /// The launch of `plan` with these options.
     ///
     /// # Errors
     /// [`ConvError::InvalidClamp`] for a clamp whose bounds are reversed or NaN.
@@ -43,13 +42,11 @@ impl<'a> Launch<'a> {
         plan: &'a LaunchPlan,
         mode: BoundaryMode,
         clamp: Option<Clamp>,
-        runs: usize,
     ) -> Result<Self> {
         Ok(Self {
             plan,
             mode,
             clamp: clamp_bounds(clamp)?,
-            runs,
         })
     }
 }

@@ -6,17 +6,22 @@ use crate::device::DeviceInfo;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
-use crate::plan::{LaunchPlan, for_each_grid};
+use crate::plan::LaunchPlan;
+#[cfg(feature = "bench")]
+use crate::plan::for_each_grid;
 use crate::staging::{Slot, Staging, memory_error};
+#[cfg(feature = "bench")]
+use cudarc::driver::PushKernelArg;
 use cudarc::driver::sys::{CUevent_flags, CUresult};
 use cudarc::driver::{
     CudaEvent, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, DeviceRepr, DriverError,
-    LaunchArgs, LaunchConfig, PushKernelArg,
+    LaunchArgs, LaunchConfig,
 };
 use std::cell::Cell;
 use std::sync::{Arc, MutexGuard};
 
 /// The device buffers of one operation.
+#[cfg(feature = "bench")]
 pub(crate) struct Buffers {
     pub(crate) input: CudaSlice<f32>,
     pub(crate) output: CudaSlice<f32>,
@@ -107,8 +112,14 @@ impl Session<'_> {
     }
 
     /// Fails with [`ConvError::OutOfMemory`] if `bytes` exceed the device's free memory.
+    #[cfg(feature = "bench")]
     pub(crate) fn reserve(&self, bytes: usize) -> Result<()> {
         self.engine.check_free_memory(bytes)
+    }
+
+    /// The engine's stream, which this session's operations are ordered on.
+    pub(crate) fn stream(&self) -> &Arc<CudaStream> {
+        &self.engine.stream
     }
 
     /// Copies `data` to a new device buffer.
@@ -121,6 +132,7 @@ impl Session<'_> {
 
     /// A device buffer of `len` elements, filled with NaN so that an element no kernel wrote
     /// cannot pass for a result.
+    #[cfg(feature = "bench")]
     pub(crate) fn alloc_poisoned(&self, len: usize) -> Result<CudaSlice<f32>> {
         let stream = &self.engine.stream;
         // SAFETY: the memory is uninitialised until the memset below, which is ordered before
@@ -178,14 +190,13 @@ impl Session<'_> {
 
     /// Makes a tensor map of `input` (`elements x height` `f32`, rows `pitch` elements apart,
     /// boxes of `box_dims`, zeros outside) and uploads it on `stream`.
-    pub(crate) fn tensor_map<T: DeviceRepr>(
+    pub(crate) fn tensor_map<T>(
         &self,
         stream: &Arc<CudaStream>,
-        input: &CudaSlice<T>,
+        input: &impl cudarc::driver::DevicePtr<T>,
         (elements, height, pitch): (u64, u64, u64),
         box_dims: (u32, u32),
     ) -> Result<CudaSlice<u64>> {
-        use cudarc::driver::DevicePtr;
         use cudarc::driver::sys::{
             CUtensorMap, CUtensorMapDataType, CUtensorMapFloatOOBfill, CUtensorMapInterleave,
             CUtensorMapL2promotion, CUtensorMapSwizzle, cuTensorMapEncodeTiled,
@@ -224,6 +235,7 @@ impl Session<'_> {
 
     /// Stages one operation's data for `plan`: uploads `input`, allocates a poisoned output of
     /// the same length, and puts the mask in the kernel's constant memory or in a device buffer.
+    #[cfg(feature = "bench")]
     pub(crate) fn stage(&self, plan: &LaunchPlan, input: &[f32], mask: &[f32]) -> Result<Buffers> {
         let mask_in_constant_memory = plan.mask_in_constant_memory;
         let mask_bytes = if mask_in_constant_memory {
@@ -249,6 +261,7 @@ impl Session<'_> {
     /// # Safety
     /// `buffers`, `params` and `config` meet `kernel`'s contract (its `# Safety` section in
     /// `conv-kernels`), as for [`Session::launch`].
+    #[cfg(feature = "bench")]
     unsafe fn launch_conv<'a, P: DeviceRepr>(
         &'a self,
         kernel: &'static str,
@@ -283,6 +296,7 @@ impl Session<'_> {
     /// `kernel`'s contract (its `# Safety` section in `conv-kernels`): buffer sizes, shared
     /// memory, block shape and the mask's place.
     #[allow(clippy::too_many_arguments)]
+    #[cfg(feature = "bench")]
     pub(crate) unsafe fn run_conv<P: DeviceRepr>(
         &self,
         kernel: &'static str,
@@ -476,6 +490,7 @@ impl Session<'_> {
     }
 
     /// Copies a device buffer into `out` (same length) and waits for it.
+    #[cfg(feature = "bench")]
     pub(crate) fn download(&self, buffer: &CudaSlice<f32>, out: &mut [f32]) -> Result<()> {
         self.engine
             .stream

@@ -158,7 +158,9 @@ impl Bench<'_> {
             .map_err(fail)?;
         let kernel = median(kernel);
         let mut a = engine.upload(&image).map_err(fail)?;
-        let mut b = engine.alloc_device(image.raw_dim()).map_err(fail)?;
+        let mut b = engine
+            .alloc_device::<f32, _>(image.raw_dim())
+            .map_err(fail)?;
         let mut times = Vec::with_capacity(RUNS);
         for run in 0..WARMUP + RUNS {
             let start = Instant::now();

@@ -12,7 +12,7 @@ use crate::options::BoundaryMode;
 use crate::pipeline::{Band, BandWork, HostCall};
 use crate::plan::Launch;
 use crate::session::Session;
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use ndarray::{ArrayView1, ArrayViewMut1, Axis, Slice};
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -47,7 +47,7 @@ impl<I: Element, O: Element<Real = I::Real>> BandWork for SignalBands<'_, '_, I,
         &self,
         session: &Session<'_>,
         stream: &Arc<CudaStream>,
-        (input, output): (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        (input, output): (&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>),
         band: &Band,
     ) -> Result<()> {
         let len = band.buffer_rows();

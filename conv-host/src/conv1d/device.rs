@@ -3,6 +3,7 @@
 
 use super::{Conv1dOptions, enqueue1d, orient};
 use crate::device_array::DeviceArray;
+use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::row_major;
@@ -10,19 +11,25 @@ use crate::plan::Launch;
 use ndarray::{ArrayBase, Data, Ix1};
 
 impl Engine {
-    /// [`Engine::correlate1d`] from one device signal into another of the same length,
-    /// enqueued on the engine's stream as [`Engine::correlate2d_device`] is.
+    /// [`Engine::correlate1d`] from one device signal into another of the same length (and
+    /// any element type of the same `Real` type), enqueued on the engine's stream as
+    /// [`Engine::correlate2d_device`] is.
     ///
     /// # Errors
     /// As [`Engine::correlate1d`] for the mask and options, [`ConvError::ShapeMismatch`],
     /// [`ConvError::DeviceMismatch`]. A kernel fault shows at the next wait.
-    pub fn correlate1d_device<T: Data<Elem = f32>>(
+    pub fn correlate1d_device<T, M, O>(
         &self,
-        input: &DeviceArray<Ix1>,
-        mask: &ArrayBase<T, Ix1>,
+        input: &DeviceArray<Ix1, T>,
+        mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
-        output: &mut DeviceArray<Ix1>,
-    ) -> Result<()> {
+        output: &mut DeviceArray<Ix1, O>,
+    ) -> Result<()>
+    where
+        T: Element,
+        M: Data<Elem = T::Real>,
+        O: Element<Real = T::Real>,
+    {
         self.filter1d_device(input, mask, options, false, output)
     }
 
@@ -30,29 +37,39 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::correlate1d_device`].
-    pub fn convolve1d_device<T: Data<Elem = f32>>(
+    pub fn convolve1d_device<T, M, O>(
         &self,
-        input: &DeviceArray<Ix1>,
-        mask: &ArrayBase<T, Ix1>,
+        input: &DeviceArray<Ix1, T>,
+        mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
-        output: &mut DeviceArray<Ix1>,
-    ) -> Result<()> {
+        output: &mut DeviceArray<Ix1, O>,
+    ) -> Result<()>
+    where
+        T: Element,
+        M: Data<Elem = T::Real>,
+        O: Element<Real = T::Real>,
+    {
         self.filter1d_device(input, mask, options, true, output)
     }
 
-    fn filter1d_device<T: Data<Elem = f32>>(
+    fn filter1d_device<T, M, O>(
         &self,
-        input: &DeviceArray<Ix1>,
-        mask: &ArrayBase<T, Ix1>,
+        input: &DeviceArray<Ix1, T>,
+        mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
         flip: bool,
-        output: &mut DeviceArray<Ix1>,
-    ) -> Result<()> {
+        output: &mut DeviceArray<Ix1, O>,
+    ) -> Result<()>
+    where
+        T: Element,
+        M: Data<Elem = T::Real>,
+        O: Element<Real = T::Real>,
+    {
         self.check_pair(input, output)?;
         let taps = orient(&row_major(mask), options.origin, flip)?;
         let len = input.len();
-        let plan = self.plan1d(len, taps.values.len(), options)?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, 1)?;
+        let plan = self.plan1d_real::<T::Real>(len, taps.values.len(), options)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if len == 0 {
             return Ok(());
         }
@@ -61,18 +78,20 @@ impl Engine {
         }
         let session = self.session()?;
         let device_mask = session.place_mask(&plan, &taps.values)?;
-        // SAFETY: both signals hold `len` elements (same shape, checked above; distinct
-        // allocations, as `&mut` makes them, 16-byte aligned); the mask is in MASK or in
-        // `device_mask`, written on this stream just before.
-        unsafe {
-            enqueue1d(
-                &session,
-                &self.stream,
-                (launch, &taps, len),
-                &input.data,
-                device_mask.as_ref(),
-                &mut output.data,
-            )
-        }
+        session.between_arrays(&input.data, &mut output.data, len, |source, target| {
+            // SAFETY: both buffers hold `len` elements of the kernels' type (same shape,
+            // checked above; distinct allocations, 16-byte aligned); the mask is in MASK or in
+            // `device_mask`, written on this stream just before.
+            unsafe {
+                enqueue1d(
+                    &session,
+                    &self.stream,
+                    (launch, &taps, len),
+                    source,
+                    device_mask.as_ref(),
+                    target,
+                )
+            }
+        })
     }
 }

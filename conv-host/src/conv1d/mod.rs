@@ -15,12 +15,14 @@ use crate::device::DeviceInfo;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, fill_output, row_major, try_zeros};
+use crate::layout::{check_output, row_major, try_zeros};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
 use crate::session::Session;
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
+};
 use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
 use std::sync::Arc;
 
@@ -215,7 +217,7 @@ impl Engine {
         let mut output = try_zeros(ndarray::Ix1(input.len()))?;
         let taps = orient(&row_major(mask), options.origin, false)?;
         let plan = self.plan1d(input.len(), taps.values.len(), options)?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, runs.max(1))?;
+        let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if input.is_empty() {
             return Ok((output, Vec::new()));
         }
@@ -227,8 +229,8 @@ impl Engine {
         self.ensure_free_memory(input.len().saturating_mul(8).saturating_add(mask_bytes))?;
         let data = row_major(input);
         let mut times = Vec::new();
-        fill_output(output.view_mut(), |out| {
-            times = self.launch1d(&data, &taps, launch, out)?;
+        crate::layout::fill_output(output.view_mut(), |out| {
+            times = self.launch1d(&data, &taps, (launch, runs.max(1)), out)?;
             Ok(())
         })?;
         Ok((output, times))
@@ -270,7 +272,7 @@ impl Engine {
             taps.values.len(),
             options,
         )?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, 1)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if input.is_empty() {
             return Ok(());
         }
@@ -284,7 +286,7 @@ impl Engine {
         &self,
         input: &[f32],
         taps: &Taps,
-        launch: Launch<'_>,
+        (launch, runs): (Launch<'_>, usize),
         out: &mut [f32],
     ) -> Result<Vec<f32>> {
         let plan = launch.plan;
@@ -304,7 +306,7 @@ impl Engine {
                 &mut buffers,
                 blocks,
                 max_grid,
-                launch.runs,
+                runs,
                 out,
                 |block_offset, count| grid1d(launch, len, taps, block_offset, count),
             )
@@ -351,13 +353,13 @@ fn grid1d<R>(
 /// # Safety
 /// `input` and `output` are distinct buffers of at least `len` elements, 16-byte aligned; the
 /// mask is where the plan reads it (in MASK, or in `mask`), written before in `stream`'s order.
-pub(crate) unsafe fn enqueue1d<T: DeviceRepr, R: DeviceRepr>(
+pub(crate) unsafe fn enqueue1d<R: DeviceRepr>(
     session: &Session<'_>,
     stream: &Arc<CudaStream>,
     (launch, taps, len): (Launch<'_>, &Taps<R>, usize),
-    input: &CudaSlice<T>,
+    input: &CudaView<'_, u8>,
     mask: Option<&CudaSlice<R>>,
-    output: &mut CudaSlice<T>,
+    output: &mut CudaViewMut<'_, u8>,
 ) -> Result<()> {
     let plan = launch.plan;
     let blocks = len.div_ceil(plan.output_tile.0 as usize) as u64;

@@ -13,7 +13,7 @@ use crate::options::BoundaryMode;
 use crate::pipeline::{Band, BandWork, HostCall};
 use crate::plan::Launch;
 use crate::session::Session;
-use cudarc::driver::{CudaSlice, CudaStream};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use ndarray::{ArrayView, ArrayViewMut, Axis, Slice};
 use rayon::prelude::*;
 use std::marker::PhantomData;
@@ -60,7 +60,7 @@ where
         &self,
         session: &Session<'_>,
         stream: &Arc<CudaStream>,
-        (input, output): (&CudaSlice<u8>, &mut CudaSlice<u8>),
+        (input, output): (&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>),
         band: &Band,
     ) -> Result<()> {
         let plan = self.launch.plan;

@@ -4,6 +4,7 @@
 use super::launch::{Grid2d, ImageShape, enqueue2d, input_map};
 use super::{Conv2dOptions, ImageDim};
 use crate::device_array::DeviceArray;
+use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::Result;
 use crate::masks::gaussian2d;
@@ -11,24 +12,28 @@ use crate::plan::Launch;
 use ndarray::{ArrayBase, Data, Ix2};
 
 impl Engine {
-    /// [`Engine::correlate2d`] from one device image into another of the same shape, enqueued
-    /// on the engine's stream: it returns before the GPU finishes, and the next operation,
-    /// [`Engine::download`] or [`Engine::synchronize`] comes after it in stream order. Nothing
-    /// touches the host but the mask's upload.
+    /// [`Engine::correlate2d`] from one device image into another of the same shape (and any
+    /// element type of the same `Real` type), enqueued on the engine's stream: it returns
+    /// before the GPU finishes, and the next operation, [`Engine::download`] or
+    /// [`Engine::synchronize`] comes after it in stream order. Nothing touches the host but
+    /// the mask's upload; `u8`, `u16` and `f16` arrays are widened to `f32` and narrowed back
+    /// in device temporaries.
     ///
     /// # Errors
     /// As [`Engine::correlate2d`] for the mask and options, [`ConvError::ShapeMismatch`](crate::ConvError::ShapeMismatch) for an
     /// output of another shape, [`ConvError::DeviceMismatch`](crate::ConvError::DeviceMismatch) for an array of another GPU. A
     /// kernel fault shows at the next wait.
-    pub fn correlate2d_device<T, D>(
+    pub fn correlate2d_device<T, M, O, D>(
         &self,
-        input: &DeviceArray<D>,
-        mask: &ArrayBase<T, Ix2>,
+        input: &DeviceArray<D, T>,
+        mask: &ArrayBase<M, Ix2>,
         options: &Conv2dOptions,
-        output: &mut DeviceArray<D>,
+        output: &mut DeviceArray<D, O>,
     ) -> Result<()>
     where
-        T: Data<Elem = f32>,
+        T: Element,
+        M: Data<Elem = T::Real>,
+        O: Element<Real = T::Real>,
         D: ImageDim,
     {
         self.filter2d_device(input, mask, options, false, output)
@@ -38,15 +43,17 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::correlate2d_device`].
-    pub fn convolve2d_device<T, D>(
+    pub fn convolve2d_device<T, M, O, D>(
         &self,
-        input: &DeviceArray<D>,
-        mask: &ArrayBase<T, Ix2>,
+        input: &DeviceArray<D, T>,
+        mask: &ArrayBase<M, Ix2>,
         options: &Conv2dOptions,
-        output: &mut DeviceArray<D>,
+        output: &mut DeviceArray<D, O>,
     ) -> Result<()>
     where
-        T: Data<Elem = f32>,
+        T: Element,
+        M: Data<Elem = T::Real>,
+        O: Element<Real = T::Real>,
         D: ImageDim,
     {
         self.filter2d_device(input, mask, options, true, output)
@@ -56,36 +63,41 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::gaussian_filter`] and [`Engine::correlate2d_device`].
-    pub fn gaussian_filter_device<D>(
+    pub fn gaussian_filter_device<T, O, D>(
         &self,
-        input: &DeviceArray<D>,
+        input: &DeviceArray<D, T>,
         sigma: f32,
         truncate: f32,
         options: &Conv2dOptions,
-        output: &mut DeviceArray<D>,
+        output: &mut DeviceArray<D, O>,
     ) -> Result<()>
     where
+        T: Element,
+        O: Element<Real = T::Real>,
         D: ImageDim,
     {
-        self.filter2d_device(input, &gaussian2d(sigma, truncate)?, options, false, output)
+        let mask = gaussian2d(sigma, truncate)?.mapv(|w| Element::from_f64(f64::from(w)));
+        self.filter2d_device(input, &mask, options, false, output)
     }
 
-    fn filter2d_device<T, D>(
+    fn filter2d_device<T, M, O, D>(
         &self,
-        input: &DeviceArray<D>,
-        mask: &ArrayBase<T, Ix2>,
+        input: &DeviceArray<D, T>,
+        mask: &ArrayBase<M, Ix2>,
         options: &Conv2dOptions,
         flip: bool,
-        output: &mut DeviceArray<D>,
+        output: &mut DeviceArray<D, O>,
     ) -> Result<()>
     where
-        T: Data<Elem = f32>,
+        T: Element,
+        M: Data<Elem = T::Real>,
+        O: Element<Real = T::Real>,
         D: ImageDim,
     {
         self.check_pair(input, output)?;
         let (height, width, channels) = D::image_shape(input.shape());
         let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, 1)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if input.is_empty() {
             return Ok(());
         }
@@ -98,19 +110,22 @@ impl Engine {
         let session = self.session()?;
         let grid = Grid2d::new(&session, shape, &mask, launch)?;
         let device_mask = session.place_mask(&plan, &mask.values)?;
-        let map = input_map(&session, &self.stream, (&plan, &mask), shape, &input.data)?;
-        // SAFETY: both device images hold `height` rows of `pitch` elements (same shape,
-        // checked above; distinct allocations, as `&mut` makes them); the mask is in MASK or in
-        // `device_mask`, written on this stream just before; `map` describes `input`.
-        unsafe {
-            enqueue2d(
-                &session,
-                &self.stream,
-                (&plan, &grid),
-                (&input.data, map.as_ref()),
-                device_mask.as_ref(),
-                &mut output.data,
-            )
-        }
+        let elements = height * input.pitch;
+        session.between_arrays(&input.data, &mut output.data, elements, |source, target| {
+            let map = input_map(&session, &self.stream, (&plan, &mask), shape, source)?;
+            // SAFETY: both buffers hold `height` rows of `pitch` elements of the kernels' type
+            // (same shape, checked above; distinct allocations); the mask is in MASK or in
+            // `device_mask`, written on this stream just before; `map` describes `source`.
+            unsafe {
+                enqueue2d(
+                    &session,
+                    &self.stream,
+                    (&plan, &grid),
+                    (source, map.as_ref()),
+                    device_mask.as_ref(),
+                    target,
+                )
+            }
+        })
     }
 }

@@ -9,7 +9,10 @@ use crate::error::{ConvError, Result};
 use crate::options::Kernel;
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
 use crate::session::Session;
-use cudarc::driver::{CudaSlice, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, LaunchConfig,
+    PushKernelArg,
+};
 use std::sync::Arc;
 
 /// Geometry of a pitched, interleaved image.
@@ -155,12 +158,12 @@ pub(super) fn uses_tensor_copies(plan: &LaunchPlan) -> bool {
 /// The tensor map a tensor-copy plan's kernel takes in `input`'s place, `None` for the other
 /// designs: `input` as an image of `shape` (`height` rows of `width * channels` elements,
 /// `pitch` apart) in the boxes the kernel's layout lands, uploaded on `stream`.
-pub(super) fn input_map<T: DeviceRepr, R>(
+pub(super) fn input_map<T, R>(
     session: &Session<'_>,
     stream: &Arc<CudaStream>,
     (plan, mask): (&LaunchPlan, &Mask2d<R>),
     shape: ImageShape,
-    input: &CudaSlice<T>,
+    input: &impl DevicePtr<T>,
 ) -> Result<Option<CudaSlice<u64>>> {
     if !uses_tensor_copies(plan) {
         return Ok(None);
@@ -183,13 +186,13 @@ pub(super) fn input_map<T: DeviceRepr, R>(
 /// `height` rows, `pitch` apart); the mask is where `plan` reads it (in MASK, or in `mask`),
 /// written before in `stream`'s order; `map`, given for the tensor-copy kernels, describes
 /// `input` ([`input_map`]).
-pub(super) unsafe fn enqueue2d<T: DeviceRepr, R: DeviceRepr>(
+pub(super) unsafe fn enqueue2d<R: DeviceRepr>(
     session: &Session<'_>,
     stream: &Arc<CudaStream>,
     (plan, grid): (&LaunchPlan, &Grid2d),
-    (input, map): (&CudaSlice<T>, Option<&CudaSlice<u64>>),
+    (input, map): (&CudaView<'_, u8>, Option<&CudaSlice<u64>>),
     mask: Option<&CudaSlice<R>>,
-    output: &mut CudaSlice<T>,
+    output: &mut CudaViewMut<'_, u8>,
 ) -> Result<()> {
     for_each_grid(grid.blocks_y, grid.max_grid_y, |offset, count| {
         let (config, params) = grid.grid(offset, count);
@@ -220,7 +223,7 @@ impl Engine {
         image: &[f32],
         shape: ImageShape,
         mask: &Mask2d,
-        launch: Launch<'_>,
+        (launch, runs): (Launch<'_>, usize),
         out: &mut [f32],
     ) -> Result<Vec<f32>> {
         let plan = launch.plan;
@@ -238,7 +241,7 @@ impl Engine {
                 &mut buffers,
                 grid.blocks_y,
                 grid.max_grid_y,
-                launch.runs,
+                runs,
                 out,
                 |offset, count| grid.grid(offset, count),
             )

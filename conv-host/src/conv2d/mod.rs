@@ -289,7 +289,7 @@ impl Engine {
         let mut output = try_zeros(image.raw_dim())?;
         let (height, width, channels) = D::image_shape(image.shape());
         let (mask, plan) = self.prepare2d(mask, options, false, (height, width, channels))?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, runs.max(1))?;
+        let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if image.is_empty() {
             return Ok((output, Vec::new()));
         }
@@ -313,7 +313,7 @@ impl Engine {
         )?;
         let packed = crate::layout::pack_pitched(image, pitch);
         let mut result = vec![0.0f32; height * pitch];
-        let times = self.launch2d(&packed, shape, &mask, launch, &mut result)?;
+        let times = self.launch2d(&packed, shape, &mask, (launch, runs.max(1)), &mut result)?;
         crate::layout::unpack_pitched(&result, pitch, output.view_mut());
         Ok((output, times))
     }
@@ -379,7 +379,7 @@ impl Engine {
         check_output(image, &output)?;
         let (height, width, channels) = D::image_shape(image.shape());
         let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
-        let launch = Launch::new(&plan, options.mode, options.clamp, 1)?;
+        let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if image.is_empty() {
             return Ok(());
         }
