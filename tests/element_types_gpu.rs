@@ -64,7 +64,7 @@ fn random_image<T: Random>(rng: &mut StdRng, shape: (usize, usize, usize)) -> Ar
 /// Asserts that `got` is what an output of type `O` should hold for the reference sums:
 /// integers rounded to nearest and saturated, exactly, but for outputs whose f32 sum (within
 /// `scale * 1e-6` of the exact one) lies on the other side of a rounding boundary; `f16` within
-/// half an ulp of it plus the f32 rounding; `f32` within `scale * 1e-5`; `f64` within
+/// half an ulp of it (of a subnormal where it is one) plus the f32 rounding; `f32` within `scale * 1e-5`; `f64` within
 /// `scale * 1e-12`.
 fn check<O: Element>(
     got: ArrayView3<'_, O>,
@@ -85,7 +85,8 @@ fn check<O: Element>(
             }
             "f16" => {
                 let expected = O::from_f64(r).to_f64();
-                (value - r).abs() <= (expected - r).abs() + r.abs() * 2f64.powi(-11) + tolerance
+                let half_ulp = (r.abs() * 2f64.powi(-11)).max(2f64.powi(-25));
+                (value - r).abs() <= (expected - r).abs() + half_ulp + tolerance
             }
             _ => (value - r).abs() <= tolerance,
         };
@@ -522,5 +523,52 @@ fn device_arrays_carry_their_type() {
     assert_eq!(
         engine().download(&output).unwrap(),
         engine().correlate1d(&signal, &taps, &options).unwrap()
+    );
+}
+
+/// Half-precision subnormals survive the widening and the narrowing: an identity mask returns
+/// every input value (-0 becomes +0, as `0 + 1 x -0` is +0 in IEEE arithmetic), and products in
+/// the subnormal range round as the f64 result does.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn half_precision_subnormals_round_trip() {
+    let bits: Vec<u16> = (0u16..1024)
+        .chain(0x8000..0x8400)
+        .chain([0x0400, 0x3C00, 0x7BFF])
+        .collect();
+    let image = Array3::from_shape_vec(
+        (1, bits.len(), 1),
+        bits.iter().map(|&b| f16::from_bits(b)).collect(),
+    )
+    .unwrap();
+    let identity = Array2::from_elem((1, 1), 1.0f32);
+    let same = engine()
+        .correlate2d(&image, &identity, &Conv2dOptions::default())
+        .unwrap();
+    let mismatched: Vec<(u16, u16)> = image
+        .iter()
+        .zip(same.iter())
+        .filter(|(a, b)| a.to_bits() != b.to_bits() && !(a.to_f64() == 0.0 && b.to_bits() == 0))
+        .map(|(a, b)| (a.to_bits(), b.to_bits()))
+        .take(5)
+        .collect();
+    assert!(
+        mismatched.is_empty(),
+        "input bits -> output bits: {mismatched:?}"
+    );
+    let small = Array2::from_elem((1, 1), 0.001f32);
+    let normals = Array3::from_shape_fn((1, 2000, 1), |(_, x, _)| {
+        f16::from_f32(x as f32 / 2000.0 - 0.5)
+    });
+    let got = engine()
+        .correlate2d(&normals, &small, &Conv2dOptions::default())
+        .unwrap();
+    let reference =
+        conv_host::reference::correlate2d(&normals, &small, &Conv2dOptions::default()).unwrap();
+    check(
+        got.view(),
+        reference.view(),
+        0.5,
+        "f16 products in the subnormal range",
     );
 }
