@@ -70,6 +70,21 @@ pub enum ConvError {
         /// The array's device ordinal.
         array: usize,
     },
+    /// One GPU of a [`crate::MultiEngine`] failed its part of a call: the GPU, the rows (2D)
+    /// or elements (1D) it held, and its error. The other parts of the output hold their
+    /// results; the failed part's rows are unspecified. The other GPUs stay usable.
+    #[error("GPU {ordinal}, part {start}..{end}: {source}")]
+    OnDevice {
+        /// The failing GPU's ordinal.
+        ordinal: usize,
+        /// First row (or element) of its part.
+        start: usize,
+        /// End of its part.
+        end: usize,
+        /// Its error.
+        #[source]
+        source: Box<ConvError>,
+    },
     /// The mask has no taps.
     #[error("the mask is empty")]
     EmptyMask,

@@ -55,7 +55,9 @@ pub(crate) const TARGET_BAND_BYTES: usize = 32 << 20;
 pub(crate) const PIPELINE_SLOTS: usize = 3;
 
 /// How a host call splits `rows` rows of `row_len` elements for a mask with `halo` rows before
-/// and after the output row: the bands, and the slots and elements per slot they take.
+/// and after the output row: the bands, and the slots and elements per slot they take. A
+/// `whole` input that fits one band runs as one buffer of exactly its rows; a part of an input
+/// always takes its halo rows.
 /// `budget` is the device memory the call may hold (every device buffer of every slot), each
 /// element taking `device_bytes` bytes across a slot's device buffers and `input_bytes` in the
 /// upload.
@@ -68,11 +70,12 @@ pub(crate) fn plan_bands(
     halo: (usize, usize),
     budget: usize,
     (device_bytes, input_bytes): (usize, usize),
+    whole: bool,
 ) -> Result<(Vec<Band>, usize, usize)> {
     let row_bytes = row_len.max(1).saturating_mul(device_bytes);
     let rows_in = |slots: usize| budget / slots / row_bytes;
     let target_rows = (TARGET_BAND_BYTES / row_len.max(1) / input_bytes.max(1)).max(1);
-    if rows <= target_rows && rows <= rows_in(1) {
+    if whole && rows <= target_rows && rows <= rows_in(1) {
         let band = Band {
             output: 0..rows,
             halo: (0, 0),
@@ -130,8 +133,8 @@ pub(crate) trait BandWork: Sync {
 }
 
 impl Session<'_> {
-    /// Runs `work` over `bands` through `slots`; `unpack(band, rows)` receives each band's
-    /// output rows (`band.output.len() * row_len` elements), in band order. A slot's band is
+    /// Runs `work` over `bands` of an input of `rows` rows through `slots`; `unpack(band, rows)`
+    /// receives each band's output rows (`band.output.len() * row_len` elements), in band order. A slot's band is
     /// unpacked while the next band packs into the same slot's upload buffer, on the thread pool.
     ///
     /// # Errors
@@ -140,14 +143,13 @@ impl Session<'_> {
     pub(crate) fn run_bands<W: BandWork>(
         &self,
         slots: &mut [Slot],
-        bands: &[Band],
+        (bands, rows): (&[Band], usize),
         row_len: usize,
         work: &W,
         mut unpack: impl FnMut(&Band, &[W::Output]) + Send,
         times: &mut HostTimes,
     ) -> Result<()> {
         let count = slots.len().max(1);
-        let rows = bands.last().map_or(0, |band| band.output.end);
         times.bands = bands.len();
         let mut timings = Vec::with_capacity(bands.len());
         let result = (|| {
@@ -333,11 +335,12 @@ impl Session<'_> {
 
 /// One host call as the pipeline sees it: the plan and taps of its kernel, and its input as
 /// `rows` rows of `row_len` elements (a signal: rows of one element) with a mask reaching
-/// `halo` rows before and after an output row.
+/// `halo` rows before and after an output row, of which the call computes the rows `part`.
 pub(crate) struct HostCall<'a, R> {
     pub(crate) plan: &'a LaunchPlan,
     pub(crate) taps: &'a [R],
     pub(crate) rows: usize,
+    pub(crate) part: Range<usize>,
     pub(crate) row_len: usize,
     pub(crate) halo: (usize, usize),
 }
@@ -366,13 +369,17 @@ impl Engine {
         // narrower.
         let converts = widening::<W::Input>().is_some() || narrowing::<W::Output>().is_some();
         let buffers = 2 + usize::from(converts);
-        let (bands, slots, elements) = plan_bands(
-            call.rows,
+        let (mut bands, slots, elements) = plan_bands(
+            call.part.len(),
             call.row_len,
             call.halo,
             budget.saturating_sub(mask_bytes),
             (buffers * size_of::<R>(), size_of::<W::Input>()),
+            call.part == (0..call.rows),
         )?;
+        for band in &mut bands {
+            band.output = band.output.start + call.part.start..band.output.end + call.part.start;
+        }
         let mut slots = session.take_slots(slots, elements * size_of::<R>(), converts)?;
         // The bands run on the slots' streams: after the mask's upload.
         session.order_after_engine_stream(&slots)?;
@@ -381,7 +388,14 @@ impl Engine {
             ..HostTimes::default()
         };
         let work = work(device_mask);
-        let result = session.run_bands(&mut slots, &bands, call.row_len, &work, unpack, &mut times);
+        let result = session.run_bands(
+            &mut slots,
+            (&bands, call.rows),
+            call.row_len,
+            &work,
+            unpack,
+            &mut times,
+        );
         session.return_slots(slots);
         result?;
         self.record_host_times(times);
@@ -407,7 +421,8 @@ mod tests {
             (10, 64, (40, 40), 2 * 4 * 64 * 100),
             (5000, 1, (3, 3), 1000),
         ] {
-            let (bands, slots, elements) = plan_bands(rows, row_len, halo, budget, (8, 4)).unwrap();
+            let (bands, slots, elements) =
+                plan_bands(rows, row_len, halo, budget, (8, 4), true).unwrap();
             assert!((1..=PIPELINE_SLOTS).contains(&slots));
             assert!(slots * 2 * elements * 4 <= budget, "{rows} x {row_len}");
             let mut next = 0;
@@ -418,12 +433,14 @@ mod tests {
             }
             assert_eq!(next, rows);
         }
-        // One band: the whole input, the boundary left to the kernel.
-        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4)).unwrap();
+        // One band: the whole input, the boundary left to the kernel; a part keeps its halo.
+        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4), true).unwrap();
         assert_eq!((bands.len(), slots, bands[0].halo), (1, 1, (0, 0)));
+        let (bands, _, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4), false).unwrap();
+        assert_eq!((bands.len(), bands[0].halo), (1, (2, 2)));
         // Not even one row and its halo: out of memory.
         assert!(matches!(
-            plan_bands(100, 1000, (10, 10), 1000, (8, 4)),
+            plan_bands(100, 1000, (10, 10), 1000, (8, 4), true),
             Err(ConvError::OutOfMemory { .. })
         ));
     }

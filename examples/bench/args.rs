@@ -18,6 +18,8 @@ pub(crate) struct Plan {
     pub(crate) auto: bool,
     /// Host -> host calls against the transfer floor instead of `scope`'s cases (`--host`).
     pub(crate) host: bool,
+    /// One host call split over 1 to N GPUs instead of `scope`'s cases (`--multi`).
+    pub(crate) multi: bool,
     pub(crate) out_dir: PathBuf,
 }
 
@@ -26,6 +28,7 @@ impl Plan {
     pub(crate) fn mode(&self) -> &'static str {
         match (self.auto, self.scope) {
             _ if self.host => "host",
+            _ if self.multi => "multi",
             (true, _) => "auto",
             (false, Scope::Full) => "full",
             (false, Scope::Quick) => "quick",
@@ -48,6 +51,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
         scope: Scope::Full,
         auto: false,
         host: false,
+        multi: false,
         out_dir: PathBuf::from("bench-results"),
     };
     let mut only: Option<String> = None;
@@ -57,6 +61,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             "--targets" => plan.scope = Scope::Targets,
             "--auto" => plan.auto = true,
             "--host" => plan.host = true,
+            "--multi" => plan.multi = true,
             "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
             "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
             "--plot-only" => {
@@ -66,7 +71,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (--quick, --targets, --auto, --host, --out DIR, \
+                    "unknown argument `{other}` (--quick, --targets, --auto, --host, --multi, --out DIR, \
                      --only 1d|2d, --plot-only CSV)"
                 ));
             }

@@ -6,6 +6,7 @@
 //! cargo run --release --example bench -- --targets       # the target cases, fast designs only
 //! cargo run --release --example bench -- --auto          # Auto against every design, small to large
 //! cargo run --release --example bench -- --host          # host -> host calls against the transfer floor
+//! cargo run --release --example bench -- --multi         # one host call split over 1 to N GPUs
 //! cargo run --release --example bench -- --plot-only bench-results/bench.csv
 //! ```
 //!
@@ -27,6 +28,7 @@ mod cases;
 mod ceilings;
 mod check;
 mod host;
+mod multi;
 mod plot;
 mod report;
 mod sweep;
@@ -92,6 +94,13 @@ fn run() -> Result<(), String> {
             csv.display(),
             started.elapsed().as_secs_f64()
         );
+        return Ok(());
+    }
+    if bench.plan.multi {
+        let lines = bench.bench_multi()?;
+        let csv = bench.plan.out_dir.join("multi.csv");
+        std::fs::write(&csv, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
+        println!("\nwritten to {}", csv.display());
         return Ok(());
     }
     let auto = bench.plan.auto;

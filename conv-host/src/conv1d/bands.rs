@@ -16,6 +16,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use ndarray::{ArrayView1, ArrayViewMut1, Axis, Slice};
 use rayon::prelude::*;
 use std::marker::PhantomData;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Elements a pack or unpack task takes at least.
@@ -108,11 +109,12 @@ fn pack_chunk<T: Element>(
 }
 
 impl Engine {
-    /// Filters a host signal into `output` through the pipeline: the planned kernel over
-    /// chunks, as many as the device memory the engine may use and the chunk size ask for.
+    /// Filters the elements `part` of a host signal into `output` (those elements) through
+    /// the pipeline: the planned kernel over chunks, as many as the device memory the engine
+    /// may use and the chunk size ask for.
     pub(super) fn filter1d_bands<I: Element, O: Element<Real = I::Real>>(
         &self,
-        input: ArrayView1<'_, I>,
+        (input, part): (ArrayView1<'_, I>, Range<usize>),
         taps: &Taps<I::Real>,
         launch: Launch<'_>,
         mut output: ArrayViewMut1<'_, O>,
@@ -125,6 +127,7 @@ impl Engine {
             plan: launch.plan,
             taps: &taps.values,
             rows: len,
+            part: part.clone(),
             row_len: 1,
             halo: (taps.left, taps.values.len() - 1 - taps.left),
         };
@@ -136,7 +139,8 @@ impl Engine {
             output: PhantomData::<O>,
         };
         self.run_host_call(call, work, |band, kept| {
-            let mut out = output.slice_axis_mut(Axis(0), Slice::from(band.output.clone()));
+            let rows = band.output.start - part.start..band.output.end - part.start;
+            let mut out = output.slice_axis_mut(Axis(0), Slice::from(rows));
             match out.as_slice_mut() {
                 Some(slice) => slice
                     .par_chunks_mut(MIN_ELEMENTS_PER_TASK)

@@ -23,7 +23,7 @@ use crate::session::Session;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
-use ndarray::{Array1, ArrayBase, ArrayViewMut1, Data, Ix1};
+use ndarray::{Array1, ArrayBase, ArrayView1, ArrayViewMut1, Data, Ix1};
 use std::sync::Arc;
 
 // SAFETY: `Conv1dParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
@@ -266,17 +266,31 @@ impl Engine {
         O: Element<Real = <S::Elem as Element>::Real>,
     {
         check_output(input, &output)?;
+        self.filter1d_part(input.view(), (mask, options, flip), 0..input.len(), output)
+    }
+
+    /// Filters the elements `part` of a host signal into `output`, a view of those elements
+    /// (checked by the caller not to overlap the input): one engine's share of a
+    /// [`crate::MultiEngine`] call, or the whole signal.
+    pub(crate) fn filter1d_part<M, I, O>(
+        &self,
+        input: ArrayView1<'_, I>,
+        (mask, options, flip): (&ArrayBase<M, Ix1>, &Conv1dOptions, bool),
+        part: std::ops::Range<usize>,
+        output: ArrayViewMut1<'_, O>,
+    ) -> Result<()>
+    where
+        I: Element,
+        M: Data<Elem = I::Real>,
+        O: Element<Real = I::Real>,
+    {
         let taps = orient(&row_major(mask), options.origin, flip)?;
-        let plan = self.plan1d_real::<<S::Elem as Element>::Real>(
-            input.len(),
-            taps.values.len(),
-            options,
-        )?;
+        let plan = self.plan1d_real::<I::Real>(input.len(), taps.values.len(), options)?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
-        if input.is_empty() {
+        if input.is_empty() || part.is_empty() {
             return Ok(());
         }
-        self.filter1d_bands(input.view(), &taps, launch, output)
+        self.filter1d_bands((input, part), &taps, launch, output)
     }
 
     /// Benchmark support: uploads, launches the plan `runs` times over as many grids as the

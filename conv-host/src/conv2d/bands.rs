@@ -17,6 +17,7 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use ndarray::{ArrayView, ArrayViewMut, Axis, Slice};
 use rayon::prelude::*;
 use std::marker::PhantomData;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// Rows a pack or unpack task takes at least, so that a task moves a few hundred KiB.
@@ -129,20 +130,23 @@ fn pack_band<T: Element, D: ImageDim>(
 }
 
 impl Engine {
-    /// Filters a host image into `output` through the pipeline: the planned kernel over bands
-    /// of rows, as many as the device memory the engine may use and the band size ask for.
+    /// Filters the rows `part` of a host image into `output` (those rows) through the
+    /// pipeline: the planned kernel over bands of rows, as many as the device memory the engine
+    /// may use and the band size ask for.
     pub(super) fn filter2d_bands<I: Element, O: Element<Real = I::Real>, D: ImageDim>(
         &self,
         image: ArrayView<'_, I, D>,
-        shape: ImageShape,
+        (shape, part): (ImageShape, Range<usize>),
         mask: &Mask2d<I::Real>,
         launch: Launch<'_>,
         mut output: ArrayViewMut<'_, O, D>,
     ) -> Result<()> {
+        let first = part.start;
         let call = HostCall {
             plan: launch.plan,
             taps: &mask.values,
             rows: shape.height,
+            part,
             row_len: shape.pitch,
             halo: (mask.top, mask.rows - 1 - mask.top),
         };
@@ -155,7 +159,8 @@ impl Engine {
             output: PhantomData::<O>,
         };
         self.run_host_call(call, work, |band, rows| {
-            let mut kept = output.slice_axis_mut(Axis(0), Slice::from(band.output.clone()));
+            let kept = band.output.start - first..band.output.end - first;
+            let mut kept = output.slice_axis_mut(Axis(0), Slice::from(kept));
             kept.axis_iter_mut(Axis(0))
                 .into_par_iter()
                 .with_min_len(MIN_ROWS_PER_TASK)

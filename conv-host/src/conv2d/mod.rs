@@ -47,7 +47,7 @@ use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan};
 use cudarc::driver::DeviceRepr;
 use launch::ImageShape;
-use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Ix2, Ix3, s};
+use ndarray::{Array, ArrayBase, ArrayView, ArrayViewMut, Data, Ix2, Ix3, s};
 use std::any::Any;
 
 // SAFETY: `Conv2dParams` is `repr(C)`, `Copy`, plain integers and floats, declared identically
@@ -377,10 +377,30 @@ impl Engine {
         D: ImageDim,
     {
         check_output(image, &output)?;
+        let rows = image.len_of(ndarray::Axis(0));
+        self.filter2d_part(image.view(), (mask, options, flip), 0..rows, output)
+    }
+
+    /// Filters the rows `part` of a host image into `output`, a view of those rows (checked by
+    /// the caller not to overlap the image): one engine's share of a [`crate::MultiEngine`]
+    /// call, or the whole image.
+    pub(crate) fn filter2d_part<M, I, O, D>(
+        &self,
+        image: ArrayView<'_, I, D>,
+        (mask, options, flip): (&ArrayBase<M, Ix2>, &Conv2dOptions, bool),
+        part: std::ops::Range<usize>,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        I: Element,
+        M: Data<Elem = I::Real>,
+        O: Element<Real = I::Real>,
+        D: ImageDim,
+    {
         let (height, width, channels) = D::image_shape(image.shape());
         let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
-        if image.is_empty() {
+        if image.is_empty() || part.is_empty() {
             return Ok(());
         }
         let pitch = <D as DeviceDim>::pitch(width * channels);
@@ -390,6 +410,6 @@ impl Engine {
             channels,
             pitch,
         };
-        self.filter2d_bands(image.view(), shape, &mask, launch, output)
+        self.filter2d_bands(image, (shape, part), &mask, launch, output)
     }
 }
