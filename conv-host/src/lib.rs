@@ -8,7 +8,7 @@
 //! or interleaved `H x W x C` ([`Engine::correlate2d`], [`Engine::convolve2d`],
 //! [`Engine::gaussian_filter`]), each with an `_into` form writing into a caller's view, and mask
 //! builders in [`masks`]. The kernel design is chosen by [`Kernel`] (`Auto` by default).
-//! Data of every [`Element`] type (`u8`, `u16`, [`f16`], `f32`, `f64`) is filtered in its own
+//! Data of every [`Element`] type (`u8`, `u16`, [`f16`](struct@f16), `f32`, `f64`) is filtered in its own
 //! type, host arrays and [`DeviceArray`]s alike.
 //!
 //! Semantics follow SciPy's `scipy.ndimage`: [`Engine::correlate1d`] computes
