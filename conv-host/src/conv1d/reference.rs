@@ -10,6 +10,7 @@ use crate::error::Result;
 use crate::layout::row_major;
 use crate::options::{BoundaryMode, clamp_bounds};
 use ndarray::{Array1, ArrayBase, Data, Ix1};
+use rayon::prelude::*;
 
 /// The input index that stands at `index` when a line of `len >= 1` elements is extended by
 /// `mode`, or `None` where the mode supplies its constant; `index` may lie anywhere.
@@ -77,19 +78,23 @@ where
     let cval = ghost_value(options.mode);
     let line: Vec<f64> = input.iter().map(|&v| v.to_f64()).collect();
     let weights: Vec<f64> = taps.values.iter().map(|&v| v.to_f64()).collect();
-    let out = (0..line.len() as i64).map(|i| {
-        let first = i - taps.left as i64;
-        let sum: f64 = weights
-            .iter()
-            .enumerate()
-            .map(|(j, w)| {
-                let source = fold(first + j as i64, line.len(), options.mode);
-                w * source.map_or(cval, |k| line[k])
-            })
-            .sum();
-        clamp_output(sum, bounds)
-    });
-    Ok(out.collect())
+    // Outputs on the rayon pool: every one is the same serial f64 sum, whichever thread.
+    let out: Vec<f64> = (0..line.len() as i64)
+        .into_par_iter()
+        .map(|i| {
+            let first = i - taps.left as i64;
+            let sum: f64 = weights
+                .iter()
+                .enumerate()
+                .map(|(j, w)| {
+                    let source = fold(first + j as i64, line.len(), options.mode);
+                    w * source.map_or(cval, |k| line[k])
+                })
+                .sum();
+            clamp_output(sum, bounds)
+        })
+        .collect();
+    Ok(Array1::from(out))
 }
 
 /// CPU twin of [`crate::Engine::correlate1d`] for every element type, accumulating in f64 and
