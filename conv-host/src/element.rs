@@ -37,55 +37,13 @@ pub trait Element:
     /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
     /// type's range, NaN to 0; floats rounded to nearest.
     fn from_f64(value: f64) -> Self;
-    /// The value in the type the GPU computes in (exact).
-    fn to_real(self) -> Self::Real;
 }
 
 /// A type the GPU computes in: `f32` or `f64`.
-pub trait Real: Element<Real = Self> + num_like::Float {}
+pub trait Real: Element<Real = Self> {}
 
 impl Real for f32 {}
 impl Real for f64 {}
-
-/// The arithmetic the library needs of its compute types, without a dependency for it.
-pub mod num_like {
-    /// `f32` or `f64`.
-    pub trait Float:
-        Copy
-        + PartialOrd
-        + std::ops::Add<Output = Self>
-        + std::ops::Mul<Output = Self>
-        + std::ops::Div<Output = Self>
-        + std::ops::Sub<Output = Self>
-    {
-        /// Zero.
-        const ZERO: Self;
-        /// From `f64`, rounded to nearest.
-        fn from_f64(value: f64) -> Self;
-        /// As `f64`.
-        fn as_f64(self) -> f64;
-    }
-
-    impl Float for f32 {
-        const ZERO: Self = 0.0;
-        fn from_f64(value: f64) -> Self {
-            value as f32
-        }
-        fn as_f64(self) -> f64 {
-            f64::from(self)
-        }
-    }
-
-    impl Float for f64 {
-        const ZERO: Self = 0.0;
-        fn from_f64(value: f64) -> Self {
-            value
-        }
-        fn as_f64(self) -> f64 {
-            self
-        }
-    }
-}
 
 /// Implements [`Element`] for an unsigned integer type.
 macro_rules! unsigned {
@@ -101,10 +59,6 @@ macro_rules! unsigned {
             fn from_f64(value: f64) -> Self {
                 // `as` saturates and maps NaN to 0.
                 value.round_ties_even() as $t
-            }
-
-            fn to_real(self) -> f32 {
-                f32::from(self)
             }
         }
     )+};
@@ -123,10 +77,6 @@ impl Element for f16 {
     fn from_f64(value: f64) -> Self {
         f16::from_f64(value)
     }
-
-    fn to_real(self) -> f32 {
-        f32::from(self)
-    }
 }
 
 impl Element for f32 {
@@ -140,10 +90,6 @@ impl Element for f32 {
     fn from_f64(value: f64) -> Self {
         value as f32
     }
-
-    fn to_real(self) -> f32 {
-        self
-    }
 }
 
 impl Element for f64 {
@@ -156,10 +102,6 @@ impl Element for f64 {
 
     fn from_f64(value: f64) -> Self {
         value
-    }
-
-    fn to_real(self) -> f64 {
-        self
     }
 }
 
