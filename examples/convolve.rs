@@ -19,7 +19,6 @@ use conv_host::{
 };
 use ndarray::{Array, Array1, ArrayD, ArrayView, ArrayView1, ArrayView2, Ix1, Ix2, Ix3};
 use npy::{Dtype, Npy};
-use std::any::Any;
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -172,70 +171,26 @@ impl Job<'_> {
         &self,
         input: ArrayD<T>,
     ) -> Result<ArrayD<O>, String> {
-        let shape_error = |e: ndarray::ShapeError| {
-            format!(
-                "input {:?} / mask {:?}: {e}",
-                input.shape(),
-                self.mask.shape()
-            )
-        };
         let mask = self.mask.mapv(<T::Real as Element>::from_f64);
+        let shaped = |e: ndarray::ShapeError| {
+            format!("input {:?} / mask {:?}: {e}", input.shape(), mask.shape())
+        };
+        let x = input.view();
         let result = match (input.ndim(), mask.ndim()) {
-            (1, 1) if T::NAME == "f32" && O::NAME == "f32" => {
-                let x = (&input as &dyn Any)
-                    .downcast_ref::<ArrayD<f32>>()
-                    .expect("f32");
-                let m = (&mask as &dyn Any)
-                    .downcast_ref::<ArrayD<f32>>()
-                    .expect("f32");
-                let x = x.view().into_dimensionality::<Ix1>().map_err(shape_error)?;
-                let m = m.view().into_dimensionality::<Ix1>().map_err(shape_error)?;
-                let out = self.filter1d(x, m).map_err(|e| e.to_string())?.into_dyn();
-                let out = (&out as &dyn Any).downcast_ref::<ArrayD<O>>().expect("f32");
-                return Ok(out.clone());
-            }
-            // Other types: a signal is an image of one row, with the same sums, ghost cells
-            // and origin.
             (1, 1) => {
-                let (len, taps) = (input.len(), mask.len());
-                let x = input
-                    .view()
-                    .into_shape_with_order((1, len))
-                    .map_err(shape_error)?;
-                let m = mask
-                    .view()
-                    .into_shape_with_order((1, taps))
-                    .map_err(shape_error)?;
-                let options = Conv2dOptions {
-                    origin: [0, self.args.origin],
-                    ..self.options()
-                };
-                self.filter2d(x, m, options)
-                    .map(|a| a.into_shape_with_order(len).map(|a| a.into_dyn()))
+                let m = mask.view().into_dimensionality::<Ix1>().map_err(shaped)?;
+                self.filter1d(x.into_dimensionality::<Ix1>().map_err(shaped)?, m)
+                    .map(Array::into_dyn)
             }
-            (2, 2) => {
-                let x = input
-                    .view()
-                    .into_dimensionality::<Ix2>()
-                    .map_err(shape_error)?;
-                let m = mask
-                    .view()
-                    .into_dimensionality::<Ix2>()
-                    .map_err(shape_error)?;
-                self.filter2d(x, m, self.options())
-                    .map(|a| Ok(a.into_dyn()))
-            }
-            (3, 2) => {
-                let x = input
-                    .view()
-                    .into_dimensionality::<Ix3>()
-                    .map_err(shape_error)?;
-                let m = mask
-                    .view()
-                    .into_dimensionality::<Ix2>()
-                    .map_err(shape_error)?;
-                self.filter2d(x, m, self.options())
-                    .map(|a| Ok(a.into_dyn()))
+            (2 | 3, 2) => {
+                let m = mask.view().into_dimensionality::<Ix2>().map_err(shaped)?;
+                match x.into_dimensionality::<Ix2>() {
+                    Ok(image) => self.filter2d(image, m).map(Array::into_dyn),
+                    Err(_) => {
+                        let image = input.view().into_dimensionality::<Ix3>().map_err(shaped)?;
+                        self.filter2d(image, m).map(Array::into_dyn)
+                    }
+                }
             }
             (n, k) => {
                 return Err(format!(
@@ -243,21 +198,35 @@ impl Job<'_> {
                 ));
             }
         };
-        result.map_err(|e| e.to_string())?.map_err(shape_error)
+        result.map_err(|e| e.to_string())
     }
 
-    /// A float32 signal on the 1D kernels.
-    fn filter1d(&self, x: ArrayView1<f32>, m: ArrayView1<f32>) -> Result<Array1<f32>, ConvError> {
+    /// A signal on the 1D kernels (or the CPU reference), into `O`.
+    fn filter1d<T: Element, O: Element<Real = T::Real>>(
+        &self,
+        signal: ArrayView1<T>,
+        mask: ArrayView1<T::Real>,
+    ) -> Result<Array1<O>, ConvError> {
         let options = Conv1dOptions {
             mode: self.args.mode,
             origin: self.args.origin,
             ..Default::default()
         };
-        match (self.engine, self.args.correlate) {
-            (Some(e), true) => e.correlate1d(&x, &m, &options),
-            (Some(e), false) => e.convolve1d(&x, &m, &options),
-            (None, true) => Ok(reference::correlate1d(&x, &m, &options)?.mapv(|v| v as f32)),
-            (None, false) => Ok(reference::convolve1d(&x, &m, &options)?.mapv(|v| v as f32)),
+        let correlate = self.args.correlate;
+        match self.engine {
+            Some(engine) => {
+                let mut output = Array1::from_elem(signal.len(), O::default());
+                if correlate {
+                    engine.correlate1d_into(&signal, &mask, &options, output.view_mut())?;
+                } else {
+                    engine.convolve1d_into(&signal, &mask, &options, output.view_mut())?;
+                }
+                Ok(output)
+            }
+            None if correlate => {
+                Ok(reference::correlate1d(&signal, &mask, &options)?.mapv(O::from_f64))
+            }
+            None => Ok(reference::convolve1d(&signal, &mask, &options)?.mapv(O::from_f64)),
         }
     }
 
@@ -269,12 +238,13 @@ impl Job<'_> {
         }
     }
 
+    /// An image on the 2D kernels (or the CPU reference), into `O`.
     fn filter2d<T: Element, O: Element<Real = T::Real>, D: ImageDim>(
         &self,
         image: ArrayView<T, D>,
         mask: ArrayView2<T::Real>,
-        options: Conv2dOptions,
     ) -> Result<Array<O, D>, ConvError> {
+        let options = self.options();
         let correlate = self.args.correlate;
         match self.engine {
             Some(engine) => {

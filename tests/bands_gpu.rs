@@ -7,21 +7,11 @@ mod common;
 
 use common::images::{random_array3, random_mask, random_separable_mask};
 use common::tensor_copy::has_tensor_copies;
-use common::{expected1d, expected2d, random_origin, random_vec, rng};
+use common::{all_modes, expected1d, expected2d, random_origin, random_vec, rng};
 use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, Engine, Kernel};
 use ndarray::Array2;
 use rand::Rng;
 use rand::rngs::StdRng;
-
-/// Every boundary mode, a non-zero constant among them.
-const MODES: [BoundaryMode; 6] = [
-    BoundaryMode::Constant(0.0),
-    BoundaryMode::Constant(0.75),
-    BoundaryMode::Nearest,
-    BoundaryMode::Reflect,
-    BoundaryMode::Mirror,
-    BoundaryMode::Wrap,
-];
 
 /// Rows of the test images: several bands of each cap below.
 const ROWS: usize = 67;
@@ -84,7 +74,7 @@ fn images_in_bands_match_the_reference() {
     let engine = Engine::new().expect("GPU");
     let hopper = has_tensor_copies();
     let mut runs = 0;
-    for mode in MODES {
+    for mode in all_modes() {
         for band_rows in [3, 11] {
             // The textbook designs and Auto, general masks up to 31 rows.
             for kernel in [Kernel::Auto].into_iter().chain(Kernel::TEXTBOOK) {
@@ -140,7 +130,7 @@ fn signals_in_chunks_match_the_reference() {
     let (mut rng, seed) = rng("bands 1d");
     let engine = Engine::new().expect("GPU");
     let mut runs = 0;
-    for mode in MODES {
+    for mode in all_modes() {
         for (taps, chunk) in [(3, 40), (7, 5), (31, 100), (31, 9), (15, 1)] {
             for kernel in [Kernel::Auto, Kernel::RegisterTiled]
                 .into_iter()

@@ -6,21 +6,11 @@
 mod common;
 
 use common::tensor_copy::has_tensor_copies;
-use common::{engine, random_origin, rng};
+use common::{all_modes, engine, random_origin, rng};
 use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, Element, Engine, Kernel, f16};
 use ndarray::{Array2, Array3, ArrayView3, Zip};
 use rand::Rng;
 use rand::rngs::StdRng;
-
-/// Every boundary mode, with a constant outside the integer types' range among them.
-const MODES: [BoundaryMode; 6] = [
-    BoundaryMode::Constant(0.0),
-    BoundaryMode::Constant(-1.5),
-    BoundaryMode::Nearest,
-    BoundaryMode::Reflect,
-    BoundaryMode::Mirror,
-    BoundaryMode::Wrap,
-];
 
 /// A random value of an element type, over its range (integers) or [-2, 2) (floats).
 trait Random: Element {
@@ -162,7 +152,7 @@ fn narrow_type_everywhere<T: Random + Element<Real = f32>>(engine: &Engine, rng:
         has_tensor_copies() || !matches!(k, Kernel::SeparableTma | Kernel::RegisterTiledTma)
     });
     for kernel in kernels {
-        for (m, mode) in MODES.into_iter().enumerate() {
+        for (m, mode) in all_modes().into_iter().enumerate() {
             let channels = [1, 3, 4][m % 3];
             let shape = (rng.random_range(1..70), rng.random_range(1..90), channels);
             let image = random_image::<T>(rng, shape);
@@ -218,7 +208,7 @@ fn narrow_types_match_the_reference_in_every_design_and_mode() {
 fn f64_images_match_the_reference_to_1e_12() {
     let (mut rng, _) = rng("f64");
     for kernel in [Kernel::Auto].into_iter().chain(Kernel::TEXTBOOK) {
-        for (m, mode) in MODES.into_iter().enumerate() {
+        for (m, mode) in all_modes().into_iter().enumerate() {
             let channels = [1, 3, 4][m % 3];
             let shape = (rng.random_range(1..70), rng.random_range(1..90), channels);
             let image = random_image::<f64>(&mut rng, shape);
@@ -258,7 +248,7 @@ fn banded_narrow_types_keep_every_mode_and_constant() {
     let (mut rng, _) = rng("banded narrow types");
     let engine = Engine::new().unwrap();
     let (height, width, channels) = (67, 45, 3);
-    for mode in MODES {
+    for mode in all_modes() {
         let mask_rows = rng.random_range(3..30);
         // About 8 output rows per band: input, output and conversion buffers of f32.
         let band_bytes = 3 * 4 * (width * channels + 32) * (mask_rows + 8);
@@ -379,7 +369,7 @@ fn check1d<O: Element>(
 fn signals<T: Random>(rng: &mut StdRng, kernels: &[Kernel]) {
     let capped = Engine::new().unwrap();
     for &kernel in kernels {
-        for mode in MODES {
+        for mode in all_modes() {
             let len = rng.random_range(1..5000);
             let taps = [3, 5, 7, 9, 15, 31, rng.random_range(1..80)][rng.random_range(0..7)];
             let input = ndarray::Array1::from_shape_simple_fn(len, || T::random(rng));
@@ -416,24 +406,20 @@ fn signals<T: Random>(rng: &mut StdRng, kernels: &[Kernel]) {
 #[ignore = "needs a CUDA GPU"]
 fn signals_of_every_type_match_the_reference() {
     let (mut rng, _) = rng("1D element types");
-    let every = [
-        Kernel::Auto,
-        Kernel::Basic,
-        Kernel::ConstantMask,
-        Kernel::Tiled,
-        Kernel::TiledL2,
-        Kernel::RegisterTiled,
-    ];
+    // Every design that takes a 1D mask.
+    let every: Vec<Kernel> = Kernel::EVERY
+        .into_iter()
+        .filter(|k| {
+            !matches!(
+                k,
+                Kernel::Separable | Kernel::SeparableTma | Kernel::RegisterTiledTma
+            )
+        })
+        .collect();
     signals::<u8>(&mut rng, &every);
     signals::<u16>(&mut rng, &every);
     signals::<f16>(&mut rng, &every);
-    let textbook = [
-        Kernel::Auto,
-        Kernel::Basic,
-        Kernel::ConstantMask,
-        Kernel::Tiled,
-        Kernel::TiledL2,
-    ];
+    let textbook: Vec<Kernel> = [Kernel::Auto].into_iter().chain(Kernel::TEXTBOOK).collect();
     signals::<f64>(&mut rng, &textbook);
 }
 
@@ -442,7 +428,7 @@ fn signals_of_every_type_match_the_reference() {
 /// same values the host calls give.
 fn device_arrays_of<T: Random>(rng: &mut StdRng) {
     let engine = engine();
-    for mode in MODES {
+    for mode in all_modes() {
         let shape = (
             rng.random_range(1..60),
             rng.random_range(1..70),

@@ -6,19 +6,10 @@
 mod common;
 
 use common::images::random_array3;
-use common::{engine, random_vec, rng};
-use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Kernel, MultiEngine};
+use common::{all_modes, engine, random_vec, rng};
+use conv_host::{Conv1dOptions, Conv2dOptions, ConvError, Kernel, MultiEngine};
 use ndarray::{Array2, Array3};
 use rand::Rng;
-
-const MODES: [BoundaryMode; 6] = [
-    BoundaryMode::Constant(0.0),
-    BoundaryMode::Constant(-1.5),
-    BoundaryMode::Nearest,
-    BoundaryMode::Reflect,
-    BoundaryMode::Mirror,
-    BoundaryMode::Wrap,
-];
 
 /// Every GPU of the host, or three engines on GPU 0 where there is one.
 fn gpus() -> MultiEngine {
@@ -35,7 +26,7 @@ fn gpus() -> MultiEngine {
 fn split_calls_give_what_one_gpu_gives() {
     let (mut rng, _) = rng("multi-GPU");
     let gpus = gpus();
-    for (m, mode) in MODES.into_iter().enumerate() {
+    for (m, mode) in all_modes().into_iter().enumerate() {
         for kernel in [
             Kernel::Auto,
             Kernel::Tiled,

@@ -9,7 +9,7 @@
 use crate::element::{Element, narrowing, widening};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
-use crate::layout::{copy_from_view, copy_into_view, try_zeros};
+use crate::layout::{copy_from_view, copy_into_view, try_filled};
 use crate::pipeline::plan_bands;
 use crate::session::Session;
 use crate::staging::memory_error;
@@ -338,9 +338,7 @@ impl Engine {
         &self,
         array: &DeviceArray<D, T>,
     ) -> Result<Array<T, D>> {
-        let mut output = try_zeros(array.raw_dim())?;
-        self.download_into(array, output.view_mut())?;
-        Ok(output)
+        try_filled(array.raw_dim(), |output| self.download_into(array, output))
     }
 
     /// Copies `array` back into `output` (a view of its shape), once the work enqueued on it

@@ -79,6 +79,16 @@ pub(crate) fn try_zeros<T: Element, D: Dimension>(shape: D) -> Result<Array<T, D
     })
 }
 
+/// A new array of `shape` that `fill` writes: [`try_zeros`], then `fill` on a view of it.
+pub(crate) fn try_filled<T: Element, D: Dimension>(
+    shape: D,
+    fill: impl FnOnce(ArrayViewMut<'_, T, D>) -> Result<()>,
+) -> Result<Array<T, D>> {
+    let mut output = try_zeros(shape)?;
+    fill(output.view_mut())?;
+    Ok(output)
+}
+
 /// Asks the kernel to back the 2 MiB-aligned part of a fresh allocation of `bytes` at
 /// `pointer` with huge pages, where transparent huge pages are enabled on request: the first
 /// writes to a large output then take one page fault per 2 MiB instead of per 4 KiB.

@@ -9,7 +9,7 @@ use crate::conv2d::{Conv2dOptions, ImageDim};
 use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, try_zeros};
+use crate::layout::{check_output, try_filled};
 use ndarray::{Array, Array1, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2};
 use std::ops::Range;
 
@@ -84,9 +84,9 @@ impl MultiEngine {
         M: Data<Elem = <S::Elem as Element>::Real> + Sync,
         D: ImageDim,
     {
-        let mut output = try_zeros(image.raw_dim())?;
-        self.correlate2d_into(image, mask, options, output.view_mut())?;
-        Ok(output)
+        try_filled(image.raw_dim(), |output| {
+            self.correlate2d_into(image, mask, options, output)
+        })
     }
 
     /// [`Engine::correlate2d_into`] split over the GPUs by rows.
@@ -124,9 +124,9 @@ impl MultiEngine {
         M: Data<Elem = <S::Elem as Element>::Real> + Sync,
         D: ImageDim,
     {
-        let mut output = try_zeros(image.raw_dim())?;
-        self.filter2d(image, mask, options, true, output.view_mut())?;
-        Ok(output)
+        try_filled(image.raw_dim(), |output| {
+            self.filter2d(image, mask, options, true, output)
+        })
     }
 
     /// [`Engine::correlate1d`] split over the GPUs by elements.
@@ -195,12 +195,12 @@ impl MultiEngine {
         S: Data<Elem: Element>,
         M: Data<Elem = <S::Elem as Element>::Real> + Sync,
     {
-        let mut output = try_zeros(input.raw_dim())?;
         let input = input.view();
-        self.run_parts(output.view_mut(), |engine, part, output| {
-            engine.filter1d_part(input.view(), (mask, options, flip), part, output)
-        })?;
-        Ok(output)
+        try_filled(input.raw_dim(), |output| {
+            self.run_parts(output, |engine, part, output| {
+                engine.filter1d_part(input.view(), (mask, options, flip), part, output)
+            })
+        })
     }
 
     /// Splits `output` along its first axis into one part per engine and runs `work` on each,

@@ -115,10 +115,6 @@ pub(crate) trait BandWork: Sync {
     /// Fills `buffer` (the band's buffer rows, `row_len` elements each) from the input; rows
     /// past the input's ends folded by the boundary mode, or its constant.
     fn pack(&self, band: &Band, buffer: &mut [Self::Input]);
-    /// The constant of a `Constant` boundary mode. An input converted on the device gets its
-    /// rows past the input's ends set to it after the conversion, since the input's type may
-    /// not hold it (-1.5 in a `u8` image).
-    fn constant(&self) -> Option<f32>;
     /// Enqueues the kernels of `band` on `stream`, reading `input` (the band's buffer rows, of
     /// the input's `Real` type) and writing `output` (the same rows, poisoned with NaN before).
     fn launch(
@@ -133,7 +129,8 @@ pub(crate) trait BandWork: Sync {
 }
 
 impl Session<'_> {
-    /// Runs `work` over `bands` of an input of `rows` rows through `slots`; `unpack(band, rows)`
+    /// Runs `work` over `bands` of an input of `rows` rows (extended by `constant` under a
+    /// `Constant` boundary mode) through `slots`; `unpack(band, rows)`
     /// receives each band's output rows (`band.output.len() * row_len` elements), in band order. A slot's band is
     /// unpacked while the next band packs into the same slot's upload buffer, on the thread pool.
     ///
@@ -143,7 +140,7 @@ impl Session<'_> {
     pub(crate) fn run_bands<W: BandWork>(
         &self,
         slots: &mut [Slot],
-        (bands, rows): (&[Band], usize),
+        (bands, rows, constant): (&[Band], usize, Option<f32>),
         row_len: usize,
         work: &W,
         mut unpack: impl FnMut(&Band, &[W::Output]) + Send,
@@ -177,7 +174,7 @@ impl Session<'_> {
                     );
                     times.first_pack_ms += ms_since(started);
                 }
-                timings.push(self.submit(slot, (band, rows), row_len, work)?);
+                timings.push(self.submit(slot, (band, rows, constant), row_len, work)?);
             }
             let first = bands.len().saturating_sub(count);
             for (i, done) in bands.iter().enumerate().skip(first) {
@@ -211,7 +208,7 @@ impl Session<'_> {
     fn submit<W: BandWork>(
         &self,
         slot: &mut Slot,
-        (band, rows): (&Band, usize),
+        (band, rows, constant): (&Band, usize, Option<f32>),
         row_len: usize,
         work: &W,
     ) -> Result<(CudaEvent, CudaEvent)> {
@@ -235,7 +232,9 @@ impl Session<'_> {
             .context(|| format!("uploading {}", work.describe(band)))?;
         if let (Some(widen), Some(scratch)) = (widen, slot.scratch.as_ref()) {
             self.convert(stream, widen, (scratch, &mut slot.input), elements)?;
-            if let Some(constant) = work.constant() {
+            // An input converted on the device gets its rows past the input's ends set to the
+            // constant after the conversion: the input's type may not hold it (-1.5 in `u8`).
+            if let Some(constant) = constant {
                 let first = band.first_buffer_row();
                 let before = (-first).clamp(0, band.buffer_rows() as i64) as usize;
                 let after = (first + band.buffer_rows() as i64 - rows as i64).max(0) as usize;
@@ -335,9 +334,11 @@ impl Session<'_> {
 
 /// One host call as the pipeline sees it: the plan and taps of its kernel, and its input as
 /// `rows` rows of `row_len` elements (a signal: rows of one element) with a mask reaching
-/// `halo` rows before and after an output row, of which the call computes the rows `part`.
+/// `halo` rows before and after an output row, of which the call computes the rows `part`;
+/// `constant` is the boundary mode's constant, for `Constant`.
 pub(crate) struct HostCall<'a, R> {
     pub(crate) plan: &'a LaunchPlan,
+    pub(crate) constant: Option<f32>,
     pub(crate) taps: &'a [R],
     pub(crate) rows: usize,
     pub(crate) part: Range<usize>,
@@ -390,7 +391,7 @@ impl Engine {
         let work = work(device_mask);
         let result = session.run_bands(
             &mut slots,
-            (&bands, call.rows),
+            (&bands, call.rows, call.constant),
             call.row_len,
             &work,
             unpack,

@@ -24,6 +24,21 @@ pub struct LaunchPlan {
     pub mask_in_constant_memory: bool,
 }
 
+/// [`ConvError::InvalidLaunch`] for a design without `f64` kernels: every design but `Auto`
+/// and the four textbook ones (`family`: `conv1d` or `conv2d`, for the message).
+pub(crate) fn has_f64_kernels(kernel: Kernel, family: &'static str) -> Result<()> {
+    if kernel == Kernel::Auto || Kernel::TEXTBOOK.contains(&kernel) {
+        return Ok(());
+    }
+    Err(ConvError::InvalidLaunch {
+        kernel: family,
+        reason: format!(
+            "the {kernel} design has no f64 kernel (f64 runs on auto, basic, constant-mask, \
+             tiled and tiled-l2)"
+        ),
+    })
+}
+
 /// What a launch of a planned operation takes besides its data: the plan, the boundary mode
 /// and the output clamp bounds.
 #[derive(Clone, Copy)]

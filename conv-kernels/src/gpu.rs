@@ -96,19 +96,6 @@ pub fn fma(a: f32, b: f32, c: f32) -> f32 {
     core::intrinsics::fmaf32(a, b, c)
 }
 
-/// `value` limited to `[lo, hi]`. Written as comparisons, which are false for NaN, so NaN passes
-/// through (`f32::clamp` would too, but `min`/`max` would drop it).
-#[inline(always)]
-pub fn clamp_keeping_nan(value: f32, lo: f32, hi: f32) -> f32 {
-    if value < lo {
-        lo
-    } else if value > hi {
-        hi
-    } else {
-        value
-    }
-}
-
 /// One 16-byte load of 4 `f32` by the PTX `$template` (operands `addr`, `a` to `d`) from the
 /// address `$address` in a register of class `$class` (`reg64`, or `reg32` for a shared-window
 /// address), as an array. Expands to inline assembly: use it in `unsafe`.

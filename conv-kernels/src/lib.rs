@@ -50,6 +50,39 @@ macro_rules! specialised_entry_points {
     };
 }
 
+/// Declares the constant-memory and global-memory entry points `$constant(input, output, p)`
+/// and `$global(input, mask, output, p)` of a textbook design for the element type `$t` and the
+/// launch parameters `$params` (`Conv1dParams` or `Conv2dParams`).
+macro_rules! textbook_entry_points {
+    ($design:ident, $t:ty, $params:ty, $constant:ident, $global:ident, $doc:literal) => {
+        #[doc = concat!($doc, " Mask in constant memory (uploaded before the launch).")]
+        ///
+        /// # Safety
+        /// `input`/`output` hold the signal or pitched image `p` describes and do not overlap;
+        /// the mask's taps are in `MASK`; shared memory as the design requires.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $constant(input: *const $t, output: *mut $t, p: $params) {
+            // SAFETY: forwarded contract.
+            unsafe { $design(input, ConstantMask, output, &p) }
+        }
+
+        #[doc = concat!($doc, " Mask in global memory.")]
+        ///
+        /// # Safety
+        /// As the constant-memory variant; `mask` holds the mask's taps.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $global(
+            input: *const $t,
+            mask: *const $t,
+            output: *mut $t,
+            p: $params,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { $design(input, GlobalMask(mask), output, &p) }
+        }
+    };
+}
+
 pub mod abi;
 pub mod bandwidth;
 pub mod boundary;

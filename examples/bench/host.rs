@@ -7,7 +7,7 @@
 use crate::check::{check_1d, check_2d};
 use crate::timing::median;
 use crate::{Bench, random_vec};
-use conv_host::{Conv1dOptions, Conv2dOptions, Engine};
+use conv_host::{Conv1dOptions, Conv2dOptions, Element, Engine};
 use ndarray::{Array1, Array2, Array3, Axis};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -118,6 +118,26 @@ fn floor_ms(engine: &Engine, upload: usize, download: usize) -> Result<(f64, f64
     ))
 }
 
+/// Runs `call` `WARMUP + RUNS` times, each given the previous call's output; returns the last
+/// output, and the timed calls' wall times and kernel times in ms.
+fn timed<T>(
+    engine: &Engine,
+    mut call: impl FnMut(Option<T>) -> conv_host::Result<T>,
+) -> conv_host::Result<(T, Vec<f32>, Vec<f32>)> {
+    let (mut times, mut kernel) = (Vec::with_capacity(RUNS), Vec::with_capacity(RUNS));
+    let mut output = None;
+    for run in 0..WARMUP + RUNS {
+        let start = Instant::now();
+        let out = call(output.take())?;
+        if run >= WARMUP {
+            times.push(start.elapsed().as_secs_f32() * 1e3);
+            kernel.push(engine.last_kernel_time_ms().unwrap_or(f32::NAN));
+        }
+        output = Some(out);
+    }
+    Ok((output.expect("WARMUP + RUNS > 0 calls"), times, kernel))
+}
+
 impl Bench<'_> {
     /// Measures every host -> host case and prints a table; returns the rows as CSV lines.
     pub(crate) fn bench_host(&mut self) -> Result<Vec<String>, String> {
@@ -191,6 +211,28 @@ impl Bench<'_> {
         ))
     }
 
+    /// The timed 2D calls of `case` on `image` (into a new array, or into the previous call's
+    /// output for `case.into`) and the spot check of the last output.
+    fn image_case<T: Element<Real = f32>>(
+        &mut self,
+        case: &HostCase,
+        image: &Array3<T>,
+        mask: &Array2<f32>,
+    ) -> conv_host::Result<(f64, Vec<f32>, Vec<f32>)> {
+        let engine = self.engine;
+        let options = Conv2dOptions::default();
+        let (output, times, kernel) = timed(engine, |previous: Option<Array3<T>>| match previous
+            .filter(|_| case.into)
+        {
+            Some(mut out) => engine
+                .correlate2d_into(image, mask, &options, out.view_mut())
+                .map(|()| out),
+            None => engine.correlate2d(image, mask, &options),
+        })?;
+        let error = check_2d(image.view(), mask, output.view(), &mut self.rng);
+        Ok((error, times, kernel))
+    }
+
     fn host_case(&mut self, case: &HostCase) -> Result<String, String> {
         let engine = self.engine;
         engine.set_device_memory_limit(case.memory_cap);
@@ -206,68 +248,24 @@ impl Bench<'_> {
             Array2::from_shape_vec(case.mask, random_vec(&mut self.rng, mask_rows * mask_cols))
                 .map_err(|e| e.to_string())?
         };
-        let mut times = Vec::with_capacity(RUNS);
-        let mut kernel = Vec::with_capacity(RUNS);
-        let error = if case.rows == 0 {
+        let failed = |e: conv_host::ConvError| format!("{}: {e}", case.name);
+        let (error, times, kernel) = if case.rows == 0 {
             let signal = Array1::from(data);
             let taps = mask.index_axis(Axis(0), 0).to_owned();
-            let mut output = None;
-            for run in 0..WARMUP + RUNS {
-                let start = Instant::now();
-                let out = engine
-                    .correlate1d(&signal, &taps, &Conv1dOptions::default())
-                    .map_err(|e| format!("{}: {e}", case.name))?;
-                if run >= WARMUP {
-                    times.push(start.elapsed().as_secs_f32() * 1e3);
-                    kernel.push(engine.last_kernel_time_ms().unwrap_or(f32::NAN));
-                }
-                output = Some(out);
-            }
-            let output = output.ok_or("no run")?;
-            check_1d(signal.view(), taps.view(), output.view(), &mut self.rng)
-        } else if case.bytes {
-            let image = Array3::from_shape_vec((case.rows, case.cols, case.channels), data)
-                .map_err(|e| e.to_string())?
-                .mapv(|v| (v * 127.5 + 127.5) as u8);
-            let mut output = None;
-            for run in 0..WARMUP + RUNS {
-                let start = Instant::now();
-                let out = engine
-                    .correlate2d(&image, &mask, &Conv2dOptions::default())
-                    .map_err(|e| format!("{}: {e}", case.name))?;
-                if run >= WARMUP {
-                    times.push(start.elapsed().as_secs_f32() * 1e3);
-                    kernel.push(engine.last_kernel_time_ms().unwrap_or(f32::NAN));
-                }
-                output = Some(out);
-            }
-            let output = output.ok_or("no run")?;
-            check_2d(image.view(), &mask, output.view(), &mut self.rng)
+            let options = Conv1dOptions::default();
+            let (output, times, kernel) =
+                timed(engine, |_| engine.correlate1d(&signal, &taps, &options)).map_err(failed)?;
+            let error = check_1d(signal.view(), taps.view(), output.view(), &mut self.rng);
+            (error, times, kernel)
         } else {
             let image = Array3::from_shape_vec((case.rows, case.cols, case.channels), data)
                 .map_err(|e| e.to_string())?;
-            let mut output = None;
-            let mut reused = case.into.then(|| Array3::<f32>::zeros(image.raw_dim()));
-            for run in 0..WARMUP + RUNS {
-                let start = Instant::now();
-                let out = match reused.take() {
-                    Some(mut out) => engine
-                        .correlate2d_into(&image, &mask, &Conv2dOptions::default(), out.view_mut())
-                        .map(|()| out),
-                    None => engine.correlate2d(&image, &mask, &Conv2dOptions::default()),
-                }
-                .map_err(|e| format!("{}: {e}", case.name))?;
-                if run >= WARMUP {
-                    times.push(start.elapsed().as_secs_f32() * 1e3);
-                    kernel.push(engine.last_kernel_time_ms().unwrap_or(f32::NAN));
-                }
-                if case.into {
-                    reused = Some(out.clone());
-                }
-                output = Some(out);
+            if case.bytes {
+                let bytes = image.mapv(|v| (v * 127.5 + 127.5) as u8);
+                self.image_case(case, &bytes, &mask).map_err(failed)?
+            } else {
+                self.image_case(case, &image, &mask).map_err(failed)?
             }
-            let output = output.ok_or("no run")?;
-            check_2d(image.view(), &mask, output.view(), &mut self.rng)
         };
         engine.set_device_memory_limit(None);
         // Transfers scale linearly with their size: the floor of inputs above 1 GiB is that of

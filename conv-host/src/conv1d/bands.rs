@@ -40,10 +40,6 @@ impl<I: Element, O: Element<Real = I::Real>> BandWork for SignalBands<'_, '_, I,
         pack_chunk(&self.input, self.launch.mode, band, buffer);
     }
 
-    fn constant(&self) -> Option<f32> {
-        self.launch.mode.constant()
-    }
-
     fn launch(
         &self,
         session: &Session<'_>,
@@ -89,7 +85,7 @@ fn pack_chunk<T: Element>(
     let len = input.len();
     let first = band.first_buffer_row();
     // Exact for `f32` and `f64`; the device sets the elements again for converted types,
-    // whose range may not hold the constant (`BandWork::constant`).
+    // whose range may not hold the constant (`HostCall::constant`).
     let ghost = T::from_f64(mode.constant().map_or(0.0, f64::from));
     let contiguous = input.as_slice();
     buffer
@@ -125,6 +121,7 @@ impl Engine {
         }
         let call = HostCall {
             plan: launch.plan,
+            constant: launch.mode.constant(),
             taps: &taps.values,
             rows: len,
             part: part.clone(),

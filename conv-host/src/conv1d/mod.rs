@@ -15,7 +15,7 @@ use crate::device::DeviceInfo;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, row_major, try_zeros};
+use crate::layout::{check_output, row_major, try_filled};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
@@ -132,9 +132,9 @@ impl Engine {
         S: Data<Elem: Element>,
         M: Data<Elem = <S::Elem as Element>::Real>,
     {
-        let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        self.filter1d(input, mask, options, false, output.view_mut())?;
-        Ok(output)
+        try_filled(ndarray::Ix1(input.len()), |output| {
+            self.filter1d(input, mask, options, false, output)
+        })
     }
 
     /// [`Engine::correlate1d`] into a caller's array view of the input's length.
@@ -172,9 +172,9 @@ impl Engine {
         S: Data<Elem: Element>,
         M: Data<Elem = <S::Elem as Element>::Real>,
     {
-        let mut output = try_zeros(ndarray::Ix1(input.len()))?;
-        self.filter1d(input, mask, options, true, output.view_mut())?;
-        Ok(output)
+        try_filled(ndarray::Ix1(input.len()), |output| {
+            self.filter1d(input, mask, options, true, output)
+        })
     }
 
     /// [`Engine::convolve1d`] into a caller's array view of the input's length.
@@ -214,7 +214,7 @@ impl Engine {
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
-        let mut output = try_zeros(ndarray::Ix1(input.len()))?;
+        let mut output = crate::layout::try_zeros(ndarray::Ix1(input.len()))?;
         let taps = orient(&row_major(mask), options.origin, false)?;
         let plan = self.plan1d(input.len(), taps.values.len(), options)?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;

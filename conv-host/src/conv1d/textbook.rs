@@ -3,9 +3,9 @@
 
 use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
-use crate::error::{ConvError, Result};
+use crate::error::Result;
 use crate::options::Kernel;
-use crate::plan::{EntryPoints, LaunchPlan, check_block};
+use crate::plan::{EntryPoints, LaunchPlan, check_block, has_f64_kernels};
 
 /// Threads per block when [`Conv1dOptions::tile`](crate::Conv1dOptions::tile) is `None`.
 pub const DEFAULT_TILE_1D: u32 = 256;
@@ -40,15 +40,7 @@ pub(super) fn plan_f64(
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
-    if kernel != Kernel::Auto && !Kernel::TEXTBOOK.contains(&kernel) {
-        return Err(ConvError::InvalidLaunch {
-            kernel: "conv1d",
-            reason: format!(
-                "the {kernel} design has no f64 kernel (f64 runs on auto, basic, constant-mask, \
-                 tiled and tiled-l2)"
-            ),
-        });
-    }
+    has_f64_kernels(kernel, "conv1d")?;
     plan_typed(device, mask_len, kernel, tile, (&ENTRY_POINTS_F64, 8))
 }
 

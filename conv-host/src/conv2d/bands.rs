@@ -43,10 +43,6 @@ where
     type Input = I;
     type Output = O;
 
-    fn constant(&self) -> Option<f32> {
-        self.launch.mode.constant()
-    }
-
     fn pack(&self, band: &Band, buffer: &mut [I]) {
         pack_band(
             &self.image,
@@ -114,7 +110,7 @@ fn pack_band<T: Element, D: ImageDim>(
     let row_len: usize = image.shape()[1..].iter().product();
     let first = band.first_buffer_row();
     // Exact for `f32` and `f64`; the device sets the rows again for converted types, whose
-    // range may not hold the constant (`BandWork::constant`).
+    // range may not hold the constant (`HostCall::constant`).
     let ghost = T::from_f64(mode.constant().map_or(0.0, f64::from));
     buffer
         .par_chunks_mut(pitch)
@@ -144,6 +140,7 @@ impl Engine {
         let first = part.start;
         let call = HostCall {
             plan: launch.plan,
+            constant: launch.mode.constant(),
             taps: &mask.values,
             rows: shape.height,
             part,

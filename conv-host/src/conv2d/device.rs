@@ -101,12 +101,7 @@ impl Engine {
         if input.is_empty() {
             return Ok(());
         }
-        let shape = ImageShape {
-            height,
-            width,
-            channels,
-            pitch: input.pitch,
-        };
+        let shape = ImageShape::of::<D>((height, width, channels));
         let session = self.session()?;
         let grid = Grid2d::new(&session, shape, &mask, launch)?;
         let device_mask = session.place_mask(&plan, &mask.values)?;

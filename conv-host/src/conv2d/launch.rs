@@ -4,6 +4,7 @@
 
 use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
 use crate::abi::{Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH};
+use crate::device_array::DeviceDim;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::options::Kernel;
@@ -22,6 +23,19 @@ pub(super) struct ImageShape {
     pub(super) width: usize,
     pub(super) channels: usize,
     pub(super) pitch: usize,
+}
+
+impl ImageShape {
+    /// The device layout of an image of `(height, width, channels)` and shape type `D`: rows
+    /// `D::pitch` elements apart.
+    pub(super) fn of<D: DeviceDim>((height, width, channels): (usize, usize, usize)) -> Self {
+        Self {
+            height,
+            width,
+            channels,
+            pitch: D::pitch(width * channels),
+        }
+    }
 }
 
 /// The grids of one planned launch over one image: blocks along a row and down the image,

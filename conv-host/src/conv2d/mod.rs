@@ -41,7 +41,7 @@ use crate::device_array::DeviceDim;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, try_zeros};
+use crate::layout::{check_output, try_filled};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan};
@@ -200,9 +200,9 @@ impl Engine {
         M: Data<Elem = <S::Elem as Element>::Real>,
         D: ImageDim,
     {
-        let mut output = try_zeros(image.raw_dim())?;
-        self.filter2d(image, mask, options, false, output.view_mut())?;
-        Ok(output)
+        try_filled(image.raw_dim(), |output| {
+            self.filter2d(image, mask, options, false, output)
+        })
     }
 
     /// [`Engine::correlate2d`] into a caller's view of the image's shape.
@@ -242,9 +242,9 @@ impl Engine {
         M: Data<Elem = <S::Elem as Element>::Real>,
         D: ImageDim,
     {
-        let mut output = try_zeros(image.raw_dim())?;
-        self.filter2d(image, mask, options, true, output.view_mut())?;
-        Ok(output)
+        try_filled(image.raw_dim(), |output| {
+            self.filter2d(image, mask, options, true, output)
+        })
     }
 
     /// [`Engine::convolve2d`] into a caller's view of the image's shape.
@@ -286,20 +286,15 @@ impl Engine {
         T: Data<Elem = f32>,
         D: ImageDim,
     {
-        let mut output = try_zeros(image.raw_dim())?;
+        let mut output = crate::layout::try_zeros(image.raw_dim())?;
         let (height, width, channels) = D::image_shape(image.shape());
         let (mask, plan) = self.prepare2d(mask, options, false, (height, width, channels))?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if image.is_empty() {
             return Ok((output, Vec::new()));
         }
-        let pitch = <D as DeviceDim>::pitch(width * channels);
-        let shape = ImageShape {
-            height,
-            width,
-            channels,
-            pitch,
-        };
+        let shape = ImageShape::of::<D>((height, width, channels));
+        let pitch = shape.pitch;
         let mask_bytes = if plan.mask_in_constant_memory {
             0
         } else {
@@ -403,13 +398,7 @@ impl Engine {
         if image.is_empty() || part.is_empty() {
             return Ok(());
         }
-        let pitch = <D as DeviceDim>::pitch(width * channels);
-        let shape = ImageShape {
-            height,
-            width,
-            channels,
-            pitch,
-        };
+        let shape = ImageShape::of::<D>((height, width, channels));
         self.filter2d_bands(image, (shape, part), &mask, launch, output)
     }
 }

@@ -3,9 +3,9 @@
 
 use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
-use crate::error::{ConvError, Result};
+use crate::error::Result;
 use crate::options::Kernel;
-use crate::plan::{EntryPoints, LaunchPlan, check_block};
+use crate::plan::{EntryPoints, LaunchPlan, check_block, has_f64_kernels};
 
 /// Threads per block (x along a row, y down the rows) when [`Conv2dOptions::tile`] is `None`.
 pub const DEFAULT_TILE_2D: (u32, u32) = (32, 8);
@@ -49,15 +49,7 @@ pub(super) fn plan_f64(
     kernel: Kernel,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
-    if kernel != Kernel::Auto && !Kernel::TEXTBOOK.contains(&kernel) {
-        return Err(ConvError::InvalidLaunch {
-            kernel: "conv2d",
-            reason: format!(
-                "the {kernel} design has no f64 kernel (f64 runs on auto, basic, constant-mask, \
-                 tiled and tiled-l2)"
-            ),
-        });
-    }
+    has_f64_kernels(kernel, "conv2d")?;
     plan_typed(device, mask, channels, kernel, tile, (&ENTRY_POINTS_F64, 8))
 }
 

@@ -115,80 +115,50 @@ unsafe fn tiled_l2<T: Real, M: Mask<T>>(
     unsafe { *output.add(i as usize) = clamp(acc, p) };
 }
 
-/// Declares the constant-memory and global-memory entry points of one design for one type.
-/// Launch: 1D grid, any block size; shared memory as the design says.
-macro_rules! entry_points {
-    ($design:ident, $t:ty, $constant:ident, $global:ident, $doc:literal) => {
-        #[doc = concat!($doc, " Mask in constant memory (uploaded before the launch).")]
-        ///
-        /// # Safety
-        /// `input`/`output` hold `p.len` elements and do not overlap; the mask's `p.mask_len`
-        /// taps are in `MASK`; shared memory as the design requires.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $constant(
-            input: *const $t,
-            output: *mut $t,
-            p: Conv1dParams,
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { $design(input, ConstantMask, output, &p) }
-        }
-
-        #[doc = concat!($doc, " Mask in global memory.")]
-        ///
-        /// # Safety
-        /// As the constant-memory variant; `mask` holds `p.mask_len` taps.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $global(
-            input: *const $t,
-            mask: *const $t,
-            output: *mut $t,
-            p: Conv1dParams,
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { $design(input, GlobalMask(mask), output, &p) }
-        }
-    };
-}
-
-entry_points!(
+textbook_entry_points!(
     direct,
     f32,
+    Conv1dParams,
     conv1d_constant_mask,
     conv1d_basic,
     "Basic 1D kernel."
 );
-entry_points!(
+textbook_entry_points!(
     direct,
     f64,
+    Conv1dParams,
     conv1d_constant_mask_f64,
     conv1d_basic_f64,
     "Basic 1D kernel, `f64`."
 );
-entry_points!(
+textbook_entry_points!(
     tiled,
     f32,
+    Conv1dParams,
     conv1d_tiled,
     conv1d_tiled_global_mask,
     "Tiled 1D kernel, halo in shared memory."
 );
-entry_points!(
+textbook_entry_points!(
     tiled,
     f64,
+    Conv1dParams,
     conv1d_tiled_f64,
     conv1d_tiled_global_mask_f64,
     "Tiled 1D kernel, halo in shared memory, `f64`."
 );
-entry_points!(
+textbook_entry_points!(
     tiled_l2,
     f32,
+    Conv1dParams,
     conv1d_tiled_l2,
     conv1d_tiled_l2_global_mask,
     "Tiled 1D kernel, halo through L2."
 );
-entry_points!(
+textbook_entry_points!(
     tiled_l2,
     f64,
+    Conv1dParams,
     conv1d_tiled_l2_f64,
     conv1d_tiled_l2_global_mask_f64,
     "Tiled 1D kernel, halo through L2, `f64`."

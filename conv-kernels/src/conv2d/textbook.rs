@@ -167,79 +167,50 @@ unsafe fn tiled_l2<T: Real, M: Mask<T>>(
     unsafe { *output.add((y * p.pitch + e) as usize) = clamp(acc, p) };
 }
 
-/// Declares the constant-memory and global-memory entry points of one design for one type.
-macro_rules! entry_points {
-    ($design:ident, $t:ty, $constant:ident, $global:ident, $doc:literal) => {
-        #[doc = concat!($doc, " Mask in constant memory (`MASK_CAPACITY` bytes of `f32`).")]
-        ///
-        /// # Safety
-        /// `input`/`output` are pitched images as `p` describes, not overlapping; the mask was
-        /// uploaded to `MASK`; shared memory as the design requires.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $constant(
-            input: *const $t,
-            output: *mut $t,
-            p: Conv2dParams,
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { $design(input, ConstantMask, output, &p) }
-        }
-
-        #[doc = concat!($doc, " Mask in global memory.")]
-        ///
-        /// # Safety
-        /// As the constant-memory variant; `mask` holds `mask_h * mask_w` taps.
-        #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $global(
-            input: *const $t,
-            mask: *const $t,
-            output: *mut $t,
-            p: Conv2dParams,
-        ) {
-            // SAFETY: forwarded contract.
-            unsafe { $design(input, GlobalMask(mask), output, &p) }
-        }
-    };
-}
-
-entry_points!(
+textbook_entry_points!(
     direct,
     f32,
+    Conv2dParams,
     conv2d_constant_mask,
     conv2d_basic,
     "Basic 2D kernel."
 );
-entry_points!(
+textbook_entry_points!(
     direct,
     f64,
+    Conv2dParams,
     conv2d_constant_mask_f64,
     conv2d_basic_f64,
     "Basic 2D kernel, `f64`."
 );
-entry_points!(
+textbook_entry_points!(
     tiled,
     f32,
+    Conv2dParams,
     conv2d_tiled,
     conv2d_tiled_global_mask,
     "Tiled 2D kernel, halo in shared memory."
 );
-entry_points!(
+textbook_entry_points!(
     tiled,
     f64,
+    Conv2dParams,
     conv2d_tiled_f64,
     conv2d_tiled_global_mask_f64,
     "Tiled 2D kernel, halo in shared memory, `f64`."
 );
-entry_points!(
+textbook_entry_points!(
     tiled_l2,
     f32,
+    Conv2dParams,
     conv2d_tiled_l2,
     conv2d_tiled_l2_global_mask,
     "Tiled 2D kernel, halo through L2."
 );
-entry_points!(
+textbook_entry_points!(
     tiled_l2,
     f64,
+    Conv2dParams,
     conv2d_tiled_l2_f64,
     conv2d_tiled_l2_global_mask_f64,
     "Tiled 2D kernel, halo through L2, `f64`."

@@ -9,7 +9,8 @@
 //! - [`with_finish`] and [`store_segment`]: how a thread writes its final sums.
 
 use crate::abi::{Conv2dParams, WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
-use crate::gpu::{SharedTile, clamp_keeping_nan, fma, store4_streaming};
+use crate::element::Real;
+use crate::gpu::{SharedTile, fma, store4_streaming};
 
 /// Elements along a row that a wide block produces.
 pub const TILE_ELEMENTS: usize = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize;
@@ -181,7 +182,7 @@ pub type Finish = fn(f32, &Conv2dParams) -> f32;
 #[inline(always)]
 pub fn with_finish(p: &Conv2dParams, store: impl Fn(Finish)) {
     if p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY {
-        store(|sum, p| clamp_keeping_nan(sum, p.clamp_lo, p.clamp_hi));
+        store(|sum, p| sum.clamp_to(p.clamp_lo, p.clamp_hi));
     } else {
         store(|sum, _| sum);
     }
