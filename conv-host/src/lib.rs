@@ -33,8 +33,10 @@
 #[allow(dead_code)]
 #[path = "../../conv-kernels/src/abi.rs"]
 mod abi;
+mod axis;
 mod conv1d;
 mod conv2d;
+mod conv3d;
 mod device;
 mod device_array;
 mod element;
@@ -48,6 +50,7 @@ mod layout;
 mod mask;
 pub mod masks;
 mod multi;
+pub mod ndimage;
 mod options;
 mod pipeline;
 mod plan;
@@ -81,4 +84,10 @@ pub mod reference {
     pub use crate::conv1d::reference::{convolve1d, correlate1d};
     pub use crate::conv2d::reference::{convolve2d, correlate2d};
     pub use crate::gaussian::gaussian_filter;
+
+    /// CPU twins of the [`Ndimage`](crate::ndimage::Ndimage) operations, with the same
+    /// arguments, returning unrounded f64 results.
+    pub mod ndimage {
+        pub use crate::ndimage::reference::*;
+    }
 }

@@ -94,11 +94,24 @@ pub fn gaussian_kernel1d(sigma: f32, order: u32, truncate: f32) -> Result<Array1
         });
     }
     let radius = gaussian_radius(sigma, truncate)?;
-    if sigma == 0.0 {
-        return Ok(Array1::from_elem(1, if order == 0 { 1.0 } else { 0.0 }));
-    }
-    let variance = f64::from(sigma).powi(2);
+    Ok(gaussian_taps(f64::from(sigma), order, radius)
+        .iter()
+        .map(|&w| w as f32)
+        .collect())
+}
+
+/// The taps of [`gaussian_kernel1d`] in f64 for `sigma >= 0`, `order <= 2` and any `radius`
+/// (SciPy's `radius` argument): `sigma = 0` gives the identity for order 0 and zeros for the
+/// derivatives.
+pub(crate) fn gaussian_taps(sigma: f64, order: u32, radius: usize) -> Vec<f64> {
     let r = radius as i64;
+    if sigma == 0.0 {
+        let centre = if order == 0 { 1.0 } else { 0.0 };
+        return (-r..=r)
+            .map(|x| if x == 0 { centre } else { 0.0 })
+            .collect();
+    }
+    let variance = sigma * sigma;
     let phi: Vec<f64> = (-r..=r)
         .map(|x| (-0.5 * (x * x) as f64 / variance).exp())
         .collect();
@@ -109,10 +122,10 @@ pub fn gaussian_kernel1d(sigma: f32, order: u32, truncate: f32) -> Result<Array1
         1 => -x / variance,
         _ => (x * x / variance - 1.0) / variance,
     };
-    Ok((-r..=r)
+    (-r..=r)
         .zip(&phi)
-        .map(|(x, p)| (derivative(x as f64) * p / total) as f32)
-        .collect())
+        .map(|(x, p)| derivative(x as f64) * p / total)
+        .collect()
 }
 
 /// The 2D Gaussian with the same sigma on both axes: the outer product of two

@@ -451,3 +451,142 @@ pub struct Conv2dParams {
     /// Upper clamp of the output (`+inf` for none).
     pub clamp_hi: f32,
 }
+
+/// How an axis pass combines its result `v` with what the output holds: `out = v`.
+pub const COMBINE_STORE: u32 = 0;
+/// `out = out + v` (the terms of a Laplacian).
+pub const COMBINE_ADD: u32 = 1;
+/// `out = out + v * v` (the terms of a gradient magnitude).
+pub const COMBINE_ADD_SQUARE: u32 = 2;
+/// `out = sqrt(out + v * v)` (a gradient magnitude's last term).
+pub const COMBINE_ADD_SQUARE_ROOT: u32 = 3;
+
+/// Scalar parameters of the axis kernels, passed by value.
+///
+/// The array is contiguous, seen as `outer x len x inner`: output `(o, i, k)` is
+/// `sum_j mask[j] * ext(o, i + j - left, k)`, `ext` extending each line along the axis by
+/// `mode` (with `cval` for `MODE_CONSTANT`), then combined with the output by `combine` and
+/// clamped. A block owns a tile of `axis_rows(columns)` positions along the axis by `columns`
+/// lines; blocks run through the tiles along the axis first, then across the lines, then
+/// over `outer`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct AxisParams {
+    /// Elements before the axis (the product of the earlier dimensions).
+    pub outer: u64,
+    /// Length of the axis.
+    pub len: u64,
+    /// Elements after the axis: the axis's stride.
+    pub inner: u64,
+    /// Number of taps.
+    pub mask_len: u64,
+    /// Taps before the output position: `mask_len / 2 + origin`, in `[0, mask_len)`.
+    pub left: u64,
+    /// Lines (consecutive elements after the axis) per tile: [`axis_columns`]`(inner)`.
+    pub columns: u64,
+    /// Tiles across the lines: `inner / columns`, rounded up.
+    pub column_tiles: u64,
+    /// Tiles along the axis: `len / axis_rows(columns)`, rounded up.
+    pub row_tiles: u64,
+    /// Index of this launch's first block, for arrays that need more blocks than one grid holds.
+    pub block_offset: u64,
+    /// One of the `MODE_*` codes.
+    pub mode: u32,
+    /// Ghost-cell value for `MODE_CONSTANT`.
+    pub cval: f32,
+    /// Lower clamp of the output (`-inf` for none).
+    pub clamp_lo: f32,
+    /// Upper clamp of the output (`+inf` for none).
+    pub clamp_hi: f32,
+    /// One of the `COMBINE_*` codes.
+    pub combine: u32,
+}
+
+/// Threads per block of the axis kernels.
+pub const AXIS_THREADS: u32 = 256;
+/// Consecutive outputs along the axis each thread of an axis kernel computes.
+pub const AXIS_OUTPUTS: u32 = 8;
+
+/// Lines per axis tile: the elements after the axis, at most 32 (a warp reads 32 consecutive
+/// elements, one per line, at each position along the axis).
+pub const fn axis_columns(inner: u64) -> u64 {
+    if inner < 32 { inner } else { 32 }
+}
+
+/// Positions along the axis per tile of `columns` lines: `AXIS_OUTPUTS` for each of the
+/// `AXIS_THREADS / columns` threads of a line.
+pub const fn axis_rows(columns: u64) -> u64 {
+    (AXIS_THREADS as u64 / columns) * AXIS_OUTPUTS as u64
+}
+
+/// Shared-memory element of staged position `row`, line `column` of an axis tile: rows in
+/// groups of `AXIS_OUTPUTS`, one padding element after each group, so that the threads of a
+/// warp, whose windows start `AXIS_OUTPUTS` rows apart, read different banks.
+pub const fn axis_slot(row: u64, column: u64, columns: u64) -> u64 {
+    let group = AXIS_OUTPUTS as u64;
+    (row / group) * (group * columns + 1) + (row % group) * columns + column
+}
+
+/// Shared-memory elements of a staged axis block for a mask of `mask_len` taps: the tile's
+/// rows, the `mask_len - 1` halo rows, and one row its windows' last shift reads.
+pub const fn axis_shared_elements(columns: u64, mask_len: u64) -> u64 {
+    axis_slot(axis_rows(columns) + mask_len, 0, columns)
+}
+
+/// Scalar parameters of the 3D kernels, passed by value.
+///
+/// The volume is contiguous, `depth x height x width x channels`: output `(z, y, x, c)` is
+/// `sum mask[i][j][k] * ext(z + i - front, y + j - top, x + k - left, c)`, `ext` extending the
+/// volume along each axis by `mode` (with `cval` for `MODE_CONSTANT`), then clamped. A batch of
+/// images is a volume filtered by a mask one slice deep. A block owns `CONV3D_BLOCK.0` elements
+/// of `CONV3D_BLOCK.1` rows of `CONV3D_SLICES` slices; blocks run along the row first, then down
+/// the rows, then through the slices.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Conv3dParams {
+    /// Slices.
+    pub depth: u64,
+    /// Rows per slice.
+    pub height: u64,
+    /// Pixels per row.
+    pub width: u64,
+    /// Interleaved channels per pixel.
+    pub channels: u64,
+    /// Mask slices, rows and columns.
+    pub mask_d: u64,
+    pub mask_h: u64,
+    pub mask_w: u64,
+    /// Mask slices, rows and columns before the output position (anchors).
+    pub front: u64,
+    pub top: u64,
+    pub left: u64,
+    /// Tiles along a row, down the rows and through the slices.
+    pub x_tiles: u64,
+    pub y_tiles: u64,
+    pub z_tiles: u64,
+    /// Index of this launch's first block, for volumes that need more blocks than one grid holds.
+    pub block_offset: u64,
+    /// One of the `MODE_*` codes.
+    pub mode: u32,
+    /// Ghost-cell value for `MODE_CONSTANT`.
+    pub cval: f32,
+    /// Lower clamp of the output (`-inf` for none).
+    pub clamp_lo: f32,
+    /// Upper clamp of the output (`+inf` for none).
+    pub clamp_hi: f32,
+}
+
+/// Block of the 3D kernels: elements along a row (x times channels) and rows.
+pub const CONV3D_BLOCK: (u32, u32) = (32, 8);
+/// Consecutive output slices each thread of a 3D kernel computes.
+pub const CONV3D_SLICES: u32 = 8;
+
+/// Elements per staged row of a 3D block for a mask `mask_w` wide over `channels` channels.
+pub const fn conv3d_row_elements(mask_w: u64, channels: u64) -> u64 {
+    CONV3D_BLOCK.0 as u64 + (mask_w - 1) * channels
+}
+
+/// Shared-memory elements of a 3D block: one staged slice of the tile and its halo.
+pub const fn conv3d_shared_elements(mask_h: u64, mask_w: u64, channels: u64) -> u64 {
+    (CONV3D_BLOCK.1 as u64 + mask_h - 1) * conv3d_row_elements(mask_w, channels)
+}

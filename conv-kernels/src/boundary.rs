@@ -183,3 +183,59 @@ impl<T: Real> Plane<T> {
         self.in_row(row, x, (element - x * channels) as u64)
     }
 }
+
+/// A contiguous volume of `T` (`depth x height x width x channels`) in global memory with its
+/// boundary rule.
+#[derive(Clone, Copy)]
+pub struct Volume<T = f32> {
+    data: *const T,
+    depth: u64,
+    height: u64,
+    width: u64,
+    channels: u64,
+    mode: u32,
+    cval: T,
+}
+
+impl<T: Real> Volume<T> {
+    /// # Safety
+    /// `data` points to `depth * height * width * channels` readable `T`, every dimension at
+    /// least 1, for the kernel's lifetime.
+    #[inline(always)]
+    pub unsafe fn new(data: *const T, p: &crate::abi::Conv3dParams) -> Self {
+        Self {
+            data,
+            depth: p.depth,
+            height: p.height,
+            width: p.width,
+            channels: p.channels,
+            mode: p.mode,
+            cval: T::from_f32(p.cval),
+        }
+    }
+
+    /// Offset of row `y` of slice `z` of the extended volume (either may lie outside), or
+    /// `None` for a row of constant ghost cells.
+    #[inline(always)]
+    pub fn row(self, z: i64, y: i64) -> Option<u64> {
+        let z = fold_axis(z, self.depth, self.mode)?;
+        let y = fold_axis(y, self.height, self.mode)?;
+        Some((z as u64 * self.height + y as u64) * self.width * self.channels)
+    }
+
+    /// Element `element` (= `x * channels + c`, may lie outside) of a row from
+    /// [`Volume::row`].
+    #[inline(always)]
+    pub fn at(self, row: Option<u64>, element: i64) -> T {
+        let channels = self.channels as i64;
+        let x = floor_div(element, channels);
+        let c = (element - x * channels) as u64;
+        match (row, fold_axis(x, self.width, self.mode)) {
+            // SAFETY: the slice, row and pixel were folded into the volume, and `c < channels`.
+            (Some(row), Some(x)) => unsafe {
+                *self.data.add((row + x as u64 * self.channels + c) as usize)
+            },
+            _ => self.cval,
+        }
+    }
+}

@@ -32,6 +32,8 @@ pub trait Real: Copy + PartialOrd {
     /// # Safety
     /// The address lies in the block's reserved shared memory, aligned for `Self`.
     unsafe fn store_shared(address: u64, value: Self);
+    /// The square root, correctly rounded.
+    fn sqrt(self) -> Self;
 
     /// `self` limited to `[lo, hi]`. Written as comparisons, which are false for NaN, so NaN
     /// passes through.
@@ -62,6 +64,21 @@ macro_rules! real {
             #[inline(always)]
             fn from_f32(value: f32) -> Self {
                 value as $t
+            }
+
+            #[inline(always)]
+            fn sqrt(self) -> Self {
+                let root: $t;
+                // SAFETY: a register operation.
+                unsafe {
+                    asm!(
+                        concat!("sqrt.rn.", $ptx, " {root}, {value};"),
+                        root = out($class) root,
+                        value = in($class) self,
+                        options(pure, nomem, nostack),
+                    );
+                }
+                root
             }
 
             #[inline(always)]

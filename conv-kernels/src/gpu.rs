@@ -34,6 +34,15 @@ pub fn opaque(value: usize) -> usize {
     hidden as usize
 }
 
+/// `(value / divisor, value % divisor)` for a launch parameter `divisor >= 1`, without the
+/// division-by-zero branch of `/`, which every kernel would otherwise carry.
+#[inline(always)]
+pub fn div_rem(value: u64, divisor: u64) -> (u64, u64) {
+    // SAFETY: `divisor >= 1` by the callers' launch contracts.
+    let quotient = unsafe { core::intrinsics::unchecked_div(value, divisor) };
+    (quotient, value - quotient * divisor)
+}
+
 /// `threadIdx.x`.
 #[inline(always)]
 pub fn thread_idx_x() -> u64 {

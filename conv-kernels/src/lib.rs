@@ -11,6 +11,8 @@
 //!   between storage types and `f32`;
 //! - [`conv1d`], [`conv2d`]: the kernels, one module per design family (the textbook designs,
 //!   register-tiled, separable, and the tensor-copy designs of the `--cfg conv_hopper` build);
+//! - [`conv3d`]: volumes and batches of images; [`axis`]: one 1D pass along any axis of an
+//!   N-D array, which the separable filters are made of;
 //! - [`bandwidth`]: the SM copy kernel the benchmark measures as the SMs' memory roofline.
 #![no_std]
 #![feature(
@@ -84,10 +86,12 @@ macro_rules! textbook_entry_points {
 }
 
 pub mod abi;
+pub mod axis;
 pub mod bandwidth;
 pub mod boundary;
 pub mod conv1d;
 pub mod conv2d;
+pub mod conv3d;
 pub mod convert;
 pub mod element;
 pub mod gpu;

@@ -20,6 +20,8 @@ pub(crate) struct Plan {
     pub(crate) host: bool,
     /// One host call split over 1 to N GPUs instead of `scope`'s cases (`--multi`).
     pub(crate) multi: bool,
+    /// The N-D cases instead of `scope`'s (`--nd`).
+    pub(crate) nd: bool,
     pub(crate) out_dir: PathBuf,
 }
 
@@ -29,6 +31,7 @@ impl Plan {
         match (self.auto, self.scope) {
             _ if self.host => "host",
             _ if self.multi => "multi",
+            _ if self.nd => "nd",
             (true, _) => "auto",
             (false, Scope::Full) => "full",
             (false, Scope::Quick) => "quick",
@@ -52,6 +55,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
         auto: false,
         host: false,
         multi: false,
+        nd: false,
         out_dir: PathBuf::from("bench-results"),
     };
     let mut only: Option<String> = None;
@@ -62,6 +66,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             "--auto" => plan.auto = true,
             "--host" => plan.host = true,
             "--multi" => plan.multi = true,
+            "--nd" => plan.nd = true,
             "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
             "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
             "--plot-only" => {
@@ -71,7 +76,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (--quick, --targets, --auto, --host, --multi, --out DIR, \
+                    "unknown argument `{other}` (--quick, --targets, --auto, --host, --multi, --nd, --out DIR, \
                      --only 1d|2d, --plot-only CSV)"
                 ));
             }

@@ -7,6 +7,7 @@
 //! cargo run --release --example bench -- --auto          # Auto against every design, small to large
 //! cargo run --release --example bench -- --host          # host -> host calls against the transfer floor
 //! cargo run --release --example bench -- --multi         # one host call split over 1 to N GPUs
+//! cargo run --release --example bench -- --nd            # volumes, batches, any axis, filters
 //! cargo run --release --example bench -- --plot-only bench-results/bench.csv
 //! ```
 //!
@@ -19,8 +20,8 @@
 //!
 //! Modules: `args` (the command line), `ceilings` (copy roofline and FMA peak), `sweep` (the
 //! sizes, masks and tiles of a full, quick or targets run), `auto` (`--auto`), `host`
-//! (`--host`: host -> host calls against the transfer floor), `cases` (one
-//! case measured), `timing`, `check` (the output checks), `report` (CSV and summary), `plot`.
+//! (`--host`: host -> host calls against the transfer floor), `multi` (`--multi`), `nd`
+//! (`--nd`), `cases` (one case measured), `timing`, `check` (the output checks), `report` (CSV and summary), `plot`.
 
 mod args;
 mod auto;
@@ -29,6 +30,7 @@ mod ceilings;
 mod check;
 mod host;
 mod multi;
+mod nd;
 mod plot;
 mod report;
 mod sweep;
@@ -96,9 +98,13 @@ fn run() -> Result<(), String> {
         );
         return Ok(());
     }
-    if bench.plan.multi {
-        let lines = bench.bench_multi()?;
-        let csv = bench.plan.out_dir.join("multi.csv");
+    if bench.plan.multi || bench.plan.nd {
+        let (lines, name) = if bench.plan.nd {
+            (bench.bench_nd()?, "nd.csv")
+        } else {
+            (bench.bench_multi()?, "multi.csv")
+        };
+        let csv = bench.plan.out_dir.join(name);
         std::fs::write(&csv, lines.join("\n") + "\n").map_err(|e| e.to_string())?;
         println!("\nwritten to {}", csv.display());
         return Ok(());

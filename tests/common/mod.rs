@@ -11,6 +11,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
 
+pub mod elements;
 pub mod images;
 pub mod tensor_copy;
 

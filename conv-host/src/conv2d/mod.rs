@@ -357,7 +357,7 @@ impl Engine {
     }
 
     /// Filters a host image of any element type into `output` through the pipeline.
-    fn filter2d<S, M, O, D>(
+    pub(crate) fn filter2d<S, M, O, D>(
         &self,
         image: &ArrayBase<S, D>,
         mask: &ArrayBase<M, Ix2>,

@@ -8,7 +8,7 @@ use crate::options::clamp_bounds;
 use ndarray::{Array, ArrayBase, Data, Ix2};
 use rayon::prelude::*;
 
-fn filter2d<S, T, D>(
+pub(crate) fn filter2d<S, T, D>(
     image: &ArrayBase<S, D>,
     mask: &ArrayBase<T, Ix2>,
     options: &Conv2dOptions,

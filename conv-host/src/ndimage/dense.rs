@@ -1,0 +1,137 @@
+//! `correlate` and `convolve` with a mask of the input's dimensions: which machinery runs
+//! them (an axis pass in 1D, the 2D designs in 2D, the 3D kernel for volumes and batches).
+
+use super::NdOptions;
+use super::filters::{Filter, Terms};
+use crate::axis::Pass;
+use crate::conv2d::Conv2dOptions;
+use crate::conv3d::{Mask3d, VolumeShape};
+use crate::error::{ConvError, Result};
+use crate::mask::anchor;
+use crate::options::{BoundaryMode, clamp_bounds};
+use ndarray::Array2;
+
+/// How a dense correlation runs.
+pub(crate) enum Dense {
+    /// A 1D input: one axis pass.
+    Line(Filter),
+    /// A 2D input: the 2D designs, with the mask in correlation order or, with `flip`, as given.
+    Plane {
+        mask: Array2<f64>,
+        options: Conv2dOptions,
+        flip: bool,
+    },
+    /// A 3D input (a volume, or a batch where the mask is one slice deep), or a 4D one whose
+    /// last axis the mask leaves alone (channels).
+    Volume {
+        shape: VolumeShape,
+        mask: Mask3d,
+        mode: BoundaryMode,
+        clamp: (f32, f32),
+    },
+}
+
+/// The plan of correlating (or, with `flip`, convolving) an input of `shape` with `weights`
+/// (row-major, of `weights_shape`).
+///
+/// # Errors
+/// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`];
+/// [`ConvError::InvalidParameter`] for a mask of other dimensions than the input, an input of
+/// more than 4, a 4D mask that reaches across the channels, or modes that differ per axis.
+pub(crate) fn plan(
+    shape: &[usize],
+    weights: Vec<f64>,
+    weights_shape: &[usize],
+    flip: bool,
+    options: &NdOptions,
+) -> Result<Dense> {
+    let ndim = shape.len();
+    if weights_shape.len() != ndim {
+        return Err(ConvError::InvalidParameter {
+            name: "weights.ndim",
+            value: weights_shape.len() as f64,
+            expected: "a mask with as many dimensions as the input",
+        });
+    }
+    if weights.is_empty() {
+        return Err(ConvError::EmptyMask);
+    }
+    let modes = options.mode.resolve(ndim, "mode")?;
+    let mode = modes[0];
+    if modes.iter().any(|&m| m != mode) {
+        return Err(ConvError::InvalidParameter {
+            name: "mode",
+            value: modes.len() as f64,
+            expected: "one mode for every axis (correlate and convolve take one, as SciPy's)",
+        });
+    }
+    let origins = options.origin.resolve(ndim, "origin")?;
+    let clamp = clamp_bounds(options.clamp)?;
+    match ndim {
+        1 => {
+            let left = anchor(weights.len(), origins[0], flip)?;
+            let taps = if flip {
+                weights.into_iter().rev().collect()
+            } else {
+                weights
+            };
+            Ok(Dense::Line(Filter {
+                terms: vec![vec![Pass {
+                    axis: 0,
+                    taps,
+                    left,
+                    mode,
+                }]],
+                combine: Terms::Sum,
+                clamp,
+            }))
+        }
+        2 => Ok(Dense::Plane {
+            mask: Array2::from_shape_vec((weights_shape[0], weights_shape[1]), weights)
+                .map_err(|_| ConvError::EmptyMask)?,
+            options: Conv2dOptions {
+                mode,
+                origin: [origins[0], origins[1]],
+                clamp: options.clamp,
+                ..Default::default()
+            },
+            flip,
+        }),
+        3 | 4 => {
+            if ndim == 4 && (weights_shape[3] != 1 || origins[3] != 0) {
+                return Err(ConvError::InvalidParameter {
+                    name: "weights.shape[3]",
+                    value: weights_shape[3] as f64,
+                    expected: "1 (with origin 0): the last axis of a 4D input holds channels",
+                });
+            }
+            let channels = if ndim == 4 { shape[3] } else { 1 };
+            let dims = [weights_shape[0], weights_shape[1], weights_shape[2]];
+            let mut anchors = [0; 3];
+            for axis in 0..3 {
+                anchors[axis] = anchor(dims[axis], origins[axis], flip)?;
+            }
+            // Reversing the row-major taps flips every axis.
+            let taps = if flip {
+                weights.into_iter().rev().collect()
+            } else {
+                weights
+            };
+            Ok(Dense::Volume {
+                shape: [shape[0], shape[1], shape[2], channels],
+                mask: Mask3d {
+                    taps,
+                    dims,
+                    anchors,
+                },
+                mode,
+                clamp,
+            })
+        }
+        _ => Err(ConvError::InvalidParameter {
+            name: "ndim",
+            value: ndim as f64,
+            expected: "an input of 1 to 4 dimensions (4: a volume with channels last)",
+        }),
+    }
+}

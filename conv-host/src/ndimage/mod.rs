@@ -1,0 +1,476 @@
+//! N-dimensional filtering with `scipy.ndimage`'s names, parameters and results, on arrays of
+//! any number of dimensions and every element type: correlation along any axis, correlation
+//! and convolution of 1D to 3D data (volumes, batches of images, channels last), and the
+//! separable filter family (Gaussian with derivatives, uniform, Sobel, Prewitt, Laplace and
+//! their Gaussian forms). Reach it through [`Engine::ndimage`]; the f64 CPU twins are in
+//! [`reference::ndimage`](crate::reference::ndimage).
+//!
+//! ```no_run
+//! use conv_host::{BoundaryMode, Engine, ndimage::NdOptions};
+//! let engine = Engine::new()?;
+//! let volume = ndarray::Array3::<f32>::ones((64, 256, 256));
+//! let nd = engine.ndimage();
+//! // A different sigma in depth, SciPy's default mode (reflect).
+//! let smooth = nd.gaussian_filter(&volume, [1.0, 2.0, 2.0], 0, &NdOptions::default())?;
+//! let edges = nd.sobel(&smooth, 2, &NdOptions::default())?;
+//! let rows = nd.correlate1d(&volume, &ndarray::array![1.0f32, 2.0, 1.0], 0, &NdOptions {
+//!     mode: BoundaryMode::Nearest.into(),
+//!     ..Default::default()
+//! })?;
+//! # Ok::<(), conv_host::ConvError>(())
+//! ```
+//!
+//! The whole input moves to the GPU and back in one piece: these operations need its bytes,
+//! the output's and up to three `Real` copies in device memory ([`crate::ConvError::OutOfMemory`]
+//! otherwise). Intermediate passes keep the input's `Real` type (`f32`, or `f64` for `f64`
+//! data), where SciPy rounds each pass to the output's type; integer outputs are rounded and
+//! saturated once, at the end.
+
+mod dense;
+mod device;
+mod filters;
+pub(crate) mod reference;
+
+use crate::element::{Element, Real};
+use crate::engine::Engine;
+use crate::error::{ConvError, Result};
+use crate::layout::try_filled;
+use crate::options::{BoundaryMode, Clamp};
+use dense::Dense;
+use filters::Filter;
+use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix1, Ix2};
+
+/// A parameter given once for every axis or once per axis, as SciPy's scalar-or-sequence
+/// arguments: `2.0.into()`, `[1.0, 2.0, 2.0].into()`, `vec![..].into()`.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PerAxis<T> {
+    /// The same value on every axis.
+    All(T),
+    /// One value per axis, in axis order.
+    Each(Vec<T>),
+}
+
+impl<T> From<T> for PerAxis<T> {
+    fn from(value: T) -> Self {
+        PerAxis::All(value)
+    }
+}
+
+impl<T> From<Vec<T>> for PerAxis<T> {
+    fn from(values: Vec<T>) -> Self {
+        PerAxis::Each(values)
+    }
+}
+
+impl<T, const N: usize> From<[T; N]> for PerAxis<T> {
+    fn from(values: [T; N]) -> Self {
+        PerAxis::Each(values.into())
+    }
+}
+
+impl<T: Clone> From<&[T]> for PerAxis<T> {
+    fn from(values: &[T]) -> Self {
+        PerAxis::Each(values.to_vec())
+    }
+}
+
+/// Options of the N-D operations. `Default` gives SciPy's defaults: mode `Reflect` on every
+/// axis, origin 0, truncate 4, the radius from truncate, no clamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NdOptions {
+    /// How the input continues past its edges, once or per axis (`correlate` and `convolve`
+    /// take one mode, as SciPy's).
+    pub mode: PerAxis<BoundaryMode>,
+    /// SciPy's origin, once or per axis, for the operations that take one (`correlate1d`,
+    /// `convolve1d`, `correlate`, `convolve`, the uniform filters).
+    pub origin: PerAxis<isize>,
+    /// Gaussian masks reach `int(truncate * sigma + 0.5)` taps each side.
+    pub truncate: f64,
+    /// Gaussian mask radius, once or per axis, in place of the one from `truncate`.
+    pub radius: Option<PerAxis<usize>>,
+    /// Clamp every output to a range.
+    pub clamp: Option<Clamp>,
+}
+
+impl Default for NdOptions {
+    fn default() -> Self {
+        Self {
+            mode: PerAxis::All(BoundaryMode::Reflect),
+            origin: PerAxis::All(0),
+            truncate: 4.0,
+            radius: None,
+            clamp: None,
+        }
+    }
+}
+
+/// The N-D operations of an engine (see the [module](self)'s doc).
+#[derive(Clone, Copy, Debug)]
+pub struct Ndimage<'e> {
+    engine: &'e Engine,
+}
+
+impl Engine {
+    /// The N-D operations with `scipy.ndimage`'s names, on this engine's GPU.
+    pub fn ndimage(&self) -> Ndimage<'_> {
+        Ndimage { engine: self }
+    }
+}
+
+/// The mask's taps as f64, row-major, and its shape.
+fn taps<M: Data<Elem: Real>, D: Dimension>(weights: &ArrayBase<M, D>) -> (Vec<f64>, Vec<usize>) {
+    (
+        weights.iter().map(|w| w.to_f64()).collect(),
+        weights.shape().to_vec(),
+    )
+}
+
+/// Declares, for each separable operation `name(input, args.., options)` whose filter
+/// `build(ndim, options)` makes, `$callback!`'s items: the engine's methods, or the CPU twins.
+macro_rules! separable_operations {
+    ($callback:ident) => {
+        $callback! {
+            /// `scipy.ndimage.gaussian_filter1d`: a Gaussian of `sigma` (or its `order`-th
+            /// derivative, `order` 0 to 2) along `axis`.
+            gaussian_filter1d, gaussian_filter1d_into(sigma: f64, axis: isize, order: u32)
+                => |ndim, options| filters::gaussian_filter1d(ndim, sigma, axis, order, options);
+            /// `scipy.ndimage.gaussian_filter`: a Gaussian along every axis, with a sigma and an
+            /// order (0 to 2) once or per axis; axes of sigma 0 are left alone.
+            gaussian_filter, gaussian_filter_into(sigma: impl Into<PerAxis<f64>>, order: impl Into<PerAxis<u32>>)
+                => |ndim, options| filters::gaussian_filter(ndim, &sigma.into(), &order.into(), options);
+            /// `scipy.ndimage.uniform_filter1d`: the mean of `size` neighbours along `axis`.
+            uniform_filter1d, uniform_filter1d_into(size: usize, axis: isize)
+                => |ndim, options| filters::uniform_filter1d(ndim, size, axis, options);
+            /// `scipy.ndimage.uniform_filter`: the mean over a box of `size` (once or per axis).
+            uniform_filter, uniform_filter_into(size: impl Into<PerAxis<usize>>)
+                => |ndim, options| filters::uniform_filter(ndim, &size.into(), options);
+            /// `scipy.ndimage.sobel`: the derivative along `axis`, smoothed `[1, 2, 1]` along
+            /// the others.
+            sobel, sobel_into(axis: isize)
+                => |ndim, options| filters::edge(ndim, axis, [1.0, 2.0, 1.0], options);
+            /// `scipy.ndimage.prewitt`: the derivative along `axis`, smoothed `[1, 1, 1]` along
+            /// the others.
+            prewitt, prewitt_into(axis: isize)
+                => |ndim, options| filters::edge(ndim, axis, [1.0, 1.0, 1.0], options);
+            /// `scipy.ndimage.laplace`: the sum of the second differences along every axis.
+            laplace, laplace_into()
+                => |ndim, options| filters::laplace(ndim, options);
+            /// `scipy.ndimage.gaussian_laplace`: the sum over the axes of the Gaussian's second
+            /// derivative along each.
+            gaussian_laplace, gaussian_laplace_into(sigma: impl Into<PerAxis<f64>>)
+                => |ndim, options| filters::gaussian_derivatives(ndim, &sigma.into(), 2, options);
+            /// `scipy.ndimage.gaussian_gradient_magnitude`: the root of the sum of the squared
+            /// Gaussian first derivatives along every axis.
+            gaussian_gradient_magnitude, gaussian_gradient_magnitude_into(sigma: impl Into<PerAxis<f64>>)
+                => |ndim, options| filters::gaussian_derivatives(ndim, &sigma.into(), 1, options);
+        }
+    };
+}
+
+/// The engine's methods for the separable operations.
+macro_rules! engine_methods {
+    ($($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
+        $(#[$doc])*
+        ///
+        /// Returns an array of the input's shape and element type.
+        ///
+        /// # Errors
+        /// [`ConvError::InvalidParameter`] for a bad axis, sigma, order, size, truncate or
+        /// radius, or a per-axis list of the wrong length; [`ConvError::InvalidClamp`];
+        /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
+        pub fn $name<S, D>(
+            &self,
+            input: &ArrayBase<S, D>,
+            $($arg: $ty,)*
+            options: &NdOptions,
+        ) -> Result<Array<S::Elem, D>>
+        where
+            S: Data<Elem: Element>,
+            D: Dimension,
+        {
+            let filter = ($build)(input.ndim(), options)?;
+            try_filled(input.raw_dim(), |output| self.separable(input, &filter, output))
+        }
+
+        #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's view of the input's shape, of any element type of the same `Real` type (a `u8` image into `f32`, say).")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Ndimage::", stringify!($name), "`], plus [`ConvError::ShapeMismatch`] and [`ConvError::OverlappingOutput`].")]
+        pub fn $into<S, O, D>(
+            &self,
+            input: &ArrayBase<S, D>,
+            $($arg: $ty,)*
+            options: &NdOptions,
+            output: ArrayViewMut<'_, O, D>,
+        ) -> Result<()>
+        where
+            S: Data<Elem: Element>,
+            O: Element<Real = <S::Elem as Element>::Real>,
+            D: Dimension,
+        {
+            let filter = ($build)(input.ndim(), options)?;
+            self.separable(input, &filter, output)
+        }
+    )+};
+}
+
+pub(crate) use separable_operations;
+
+impl Ndimage<'_> {
+    separable_operations!(engine_methods);
+
+    /// `scipy.ndimage.correlate1d`: correlation with `weights` (of either float type) along
+    /// `axis` (negative counts from the end); the mode and origin of that axis apply.
+    ///
+    /// # Errors
+    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidParameter`]
+    /// for an axis out of range, then as [`Ndimage::gaussian_filter`].
+    pub fn correlate1d<S, M, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, Ix1>,
+        axis: isize,
+        options: &NdOptions,
+    ) -> Result<Array<S::Elem, D>>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        D: Dimension,
+    {
+        try_filled(input.raw_dim(), |output| {
+            self.correlate1d_into(input, weights, axis, options, output)
+        })
+    }
+
+    /// [`Ndimage::correlate1d`] into a caller's view of the input's shape.
+    ///
+    /// # Errors
+    /// As [`Ndimage::correlate1d`], plus [`ConvError::ShapeMismatch`] and
+    /// [`ConvError::OverlappingOutput`].
+    pub fn correlate1d_into<S, M, O, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, Ix1>,
+        axis: isize,
+        options: &NdOptions,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+        D: Dimension,
+    {
+        let filter = filters::filter1d(input.ndim(), taps(weights).0, axis, false, options)?;
+        self.separable(input, &filter, output)
+    }
+
+    /// `scipy.ndimage.convolve1d`: [`Ndimage::correlate1d`] with the weights reversed (and
+    /// SciPy's origin rule for even lengths).
+    ///
+    /// # Errors
+    /// As [`Ndimage::correlate1d`].
+    pub fn convolve1d<S, M, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, Ix1>,
+        axis: isize,
+        options: &NdOptions,
+    ) -> Result<Array<S::Elem, D>>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        D: Dimension,
+    {
+        try_filled(input.raw_dim(), |output| {
+            self.convolve1d_into(input, weights, axis, options, output)
+        })
+    }
+
+    /// [`Ndimage::convolve1d`] into a caller's view of the input's shape.
+    ///
+    /// # Errors
+    /// As [`Ndimage::correlate1d_into`].
+    pub fn convolve1d_into<S, M, O, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, Ix1>,
+        axis: isize,
+        options: &NdOptions,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+        D: Dimension,
+    {
+        let filter = filters::filter1d(input.ndim(), taps(weights).0, axis, true, options)?;
+        self.separable(input, &filter, output)
+    }
+
+    /// `scipy.ndimage.correlate` with a mask of the input's dimensions (one mode for every
+    /// axis, an origin once or per axis): a signal, an image `H x W`, a volume `D x H x W`, a
+    /// batch `N x H x W` (a mask `1 x h x w` filters each image on its own, in one launch), or
+    /// either with channels last (`.. x C`, a mask of extent 1 along them).
+    ///
+    /// # Errors
+    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidParameter`]
+    /// for a mask of other dimensions, an input of more than 4, a mask across the channels or
+    /// modes that differ per axis; [`ConvError::InvalidLaunch`] for a mask slice too large to
+    /// stage; then as [`Ndimage::gaussian_filter`].
+    pub fn correlate<S, M, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, D>,
+        options: &NdOptions,
+    ) -> Result<Array<S::Elem, D>>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        D: Dimension,
+    {
+        try_filled(input.raw_dim(), |output| {
+            self.correlate_into(input, weights, options, output)
+        })
+    }
+
+    /// [`Ndimage::correlate`] into a caller's view of the input's shape.
+    ///
+    /// # Errors
+    /// As [`Ndimage::correlate`], plus [`ConvError::ShapeMismatch`] and
+    /// [`ConvError::OverlappingOutput`].
+    pub fn correlate_into<S, M, O, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, D>,
+        options: &NdOptions,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+        D: Dimension,
+    {
+        self.dense(input, weights, false, options, output)
+    }
+
+    /// `scipy.ndimage.convolve`: [`Ndimage::correlate`] with the mask flipped on every axis.
+    ///
+    /// # Errors
+    /// As [`Ndimage::correlate`].
+    pub fn convolve<S, M, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, D>,
+        options: &NdOptions,
+    ) -> Result<Array<S::Elem, D>>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        D: Dimension,
+    {
+        try_filled(input.raw_dim(), |output| {
+            self.convolve_into(input, weights, options, output)
+        })
+    }
+
+    /// [`Ndimage::convolve`] into a caller's view of the input's shape.
+    ///
+    /// # Errors
+    /// As [`Ndimage::correlate_into`].
+    pub fn convolve_into<S, M, O, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, D>,
+        options: &NdOptions,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+        D: Dimension,
+    {
+        self.dense(input, weights, true, options, output)
+    }
+
+    /// Runs a separable filter on the GPU.
+    fn separable<S, O, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        filter: &Filter,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+        D: Dimension,
+    {
+        let shape = input.shape();
+        self.engine
+            .on_device(input, output, |session, source, target| {
+                session.enqueue_filter::<<S::Elem as Element>::Real>(shape, filter, source, target)
+            })
+    }
+
+    /// Runs a dense correlation (or, with `flip`, convolution) on the GPU.
+    fn dense<S, M, O, D>(
+        &self,
+        input: &ArrayBase<S, D>,
+        weights: &ArrayBase<M, D>,
+        flip: bool,
+        options: &NdOptions,
+        output: ArrayViewMut<'_, O, D>,
+    ) -> Result<()>
+    where
+        S: Data<Elem: Element>,
+        M: Data<Elem: Real>,
+        O: Element<Real = <S::Elem as Element>::Real>,
+        D: Dimension,
+    {
+        let (weights, weights_shape) = taps(weights);
+        match dense::plan(input.shape(), weights, &weights_shape, flip, options)? {
+            Dense::Line(filter) => self.separable(input, &filter, output),
+            Dense::Plane {
+                mask,
+                options,
+                flip,
+            } => {
+                let mask = mask.mapv(<S::Elem as Element>::Real::from_f64);
+                let input = input
+                    .view()
+                    .into_dimensionality::<Ix2>()
+                    .map_err(ndim_error)?;
+                let output = output.into_dimensionality::<Ix2>().map_err(ndim_error)?;
+                self.engine.filter2d(&input, &mask, &options, flip, output)
+            }
+            Dense::Volume {
+                shape,
+                mask,
+                mode,
+                clamp,
+            } => self
+                .engine
+                .on_device(input, output, |session, source, target| {
+                    session.enqueue_conv3d::<<S::Elem as Element>::Real>(
+                        shape,
+                        &mask,
+                        (mode, clamp),
+                        source,
+                        target,
+                    )
+                }),
+        }
+    }
+}
+
+/// The error of a view whose dimensions the plan checked failing to convert (not expected).
+pub(crate) fn ndim_error(_: ndarray::ShapeError) -> ConvError {
+    ConvError::InvalidParameter {
+        name: "ndim",
+        value: 2.0,
+        expected: "an array of the dimensions the operation takes",
+    }
+}

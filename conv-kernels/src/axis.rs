@@ -1,0 +1,268 @@
+//! The axis design: one 1D correlation along any axis of a contiguous N-D array, the pass that
+//! `correlate1d` along an axis and the separable filters (Gaussian, uniform, Sobel, Prewitt,
+//! Laplace and their combinations) are made of.
+//!
+//! The array is seen as `outer x len x inner` (the axis in the middle), so an axis pass filters
+//! `outer * inner` lines of `len` elements, each `inner` elements apart from its neighbours.
+//!
+//! Thread mapping and tiling: a block of `AXIS_THREADS` = 256 threads owns a tile of `columns`
+//! consecutive lines (`min(inner, 32)`: a row of the tile is contiguous in memory, 128 bytes of
+//! `f32` where `inner >= 32`) and `axis_rows(columns)` positions along the axis. Thread `t`
+//! owns line `t % columns` and the `AXIS_OUTPUTS` = 8 consecutive positions from
+//! `8 (t / columns)`; it slides a window of 8 values down its line, one new value per tap, so
+//! each output costs one multiply-add per tap and about one read per 8 taps.
+//!
+//! - [`staged`]: the block stages its tile and halo rows in shared memory (ghost cells folded
+//!   there; none in tiles inside the array), computes from there, and writes its outputs back
+//!   through shared memory so that every store is a contiguous row. Memory-bound for short
+//!   masks; the multiply-adds bound it beyond about 30 taps.
+//! - [`direct`]: for masks whose halo does not fit in shared memory, each thread reads its
+//!   window from global memory (L1 and L2 serve the overlap).
+//!
+//! The taps come from global memory: every thread reads the same tap at once, one broadcast
+//! per warp.
+
+use crate::abi::{
+    AXIS_OUTPUTS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE,
+    COMBINE_ADD_SQUARE_ROOT, axis_rows, axis_slot,
+};
+use crate::boundary::fold_index;
+use crate::element::Real;
+use crate::gpu::{GlobalMask, Mask, SharedTile, block_idx_x, div_rem, sync_threads, thread_idx_x};
+
+const THREADS: u64 = AXIS_THREADS as u64;
+const OUTPUTS: usize = AXIS_OUTPUTS as usize;
+
+/// The block's tile: where its lines start and which positions along the axis it owns.
+#[derive(Clone, Copy)]
+struct Tile {
+    /// Offset of position 0 of the tile's first line.
+    base: u64,
+    /// First position along the axis.
+    row0: u64,
+    /// Index of the tile's first line among the `inner` lines of its outer index.
+    column0: u64,
+}
+
+impl Tile {
+    #[inline(always)]
+    fn of_block(p: &AxisParams) -> Self {
+        let (rest, row_tile) = div_rem(p.block_offset + block_idx_x(), p.row_tiles);
+        let (outer, column_tile) = div_rem(rest, p.column_tiles);
+        let column0 = column_tile * p.columns;
+        Self {
+            base: outer * p.len * p.inner + column0,
+            row0: row_tile * axis_rows(p.columns),
+            column0,
+        }
+    }
+
+    /// Whether the tile's line `column` exists (the last tile across the lines may be partial).
+    #[inline(always)]
+    fn has_line(self, column: u64, p: &AxisParams) -> bool {
+        self.column0 + column < p.inner
+    }
+
+    /// Element at position `row` (anywhere: folded by the mode) of the tile's line `column`.
+    ///
+    /// # Safety
+    /// `input` holds the array; the line exists.
+    #[inline(always)]
+    unsafe fn read<T: Real>(self, input: *const T, row: i64, column: u64, p: &AxisParams) -> T {
+        let source = if (row as u64) < p.len {
+            Some(row)
+        } else {
+            fold_index(row, p.len as i64, p.mode)
+        };
+        match source {
+            // SAFETY: `source` lies in `[0, len)` and the line exists.
+            Some(row) => unsafe {
+                *input.add((self.base + row as u64 * p.inner + column) as usize)
+            },
+            None => T::from_f32(p.cval),
+        }
+    }
+
+    /// Combines `value` with output position `row` of line `column` by `p.combine`, clamps it
+    /// and stores it.
+    ///
+    /// # Safety
+    /// `output` holds the array; `row < len`, the line exists.
+    #[inline(always)]
+    unsafe fn write<T: Real>(
+        self,
+        output: *mut T,
+        row: u64,
+        column: u64,
+        value: T,
+        p: &AxisParams,
+    ) {
+        let at = (self.base + row * p.inner + column) as usize;
+        let combined = match p.combine {
+            // SAFETY: `at` lies in the output (caller); this thread alone writes it.
+            COMBINE_ADD => T::fma(value, T::from_f32(1.0), unsafe { *output.add(at) }),
+            COMBINE_ADD_SQUARE => T::fma(value, value, unsafe { *output.add(at) }),
+            COMBINE_ADD_SQUARE_ROOT => T::fma(value, value, unsafe { *output.add(at) }).sqrt(),
+            _ => value,
+        };
+        // SAFETY: as above.
+        unsafe { *output.add(at) = combined.clamp_to(p.clamp_lo, p.clamp_hi) };
+    }
+}
+
+/// The outputs of positions `0..OUTPUTS` of a window whose values are `value(0)`,
+/// `value(1)`, ...: `sum_j mask[j] * value(r + j)` for output `r`. Reads `value` up to
+/// `mask_len + OUTPUTS - 1` (one past the last value a sum uses).
+#[inline(always)]
+fn slide<T: Real>(value: impl Fn(u64) -> T, mask: GlobalMask<T>, mask_len: u64) -> [T; OUTPUTS] {
+    let mut window = [T::ZERO; OUTPUTS];
+    for (r, slot) in window.iter_mut().enumerate() {
+        *slot = value(r as u64);
+    }
+    let mut acc = [T::ZERO; OUTPUTS];
+    for j in 0..mask_len {
+        let tap = mask.tap(j);
+        for r in 0..OUTPUTS {
+            acc[r] = T::fma(tap, window[r], acc[r]);
+        }
+        for r in 0..OUTPUTS - 1 {
+            window[r] = window[r + 1];
+        }
+        window[OUTPUTS - 1] = value(j + OUTPUTS as u64);
+    }
+    acc
+}
+
+/// Staged axis design (see the module's doc).
+///
+/// # Safety
+/// `input` and `output` hold `outer * len * inner >= 1` elements and do not overlap; `mask`
+/// holds `mask_len` taps; `p.columns = axis_columns(inner)` and the tile counts match it; a
+/// 256-thread launch with `axis_shared_elements(columns, mask_len) * size_of::<T>()` bytes of
+/// shared memory.
+#[inline(always)]
+unsafe fn staged<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &AxisParams) {
+    let tile = Tile::of_block(p);
+    let tid = thread_idx_x();
+    let columns = p.columns;
+    let rows = axis_rows(columns);
+    let first = tile.row0 as i64 - p.left as i64;
+    let staged_rows = rows + p.mask_len;
+    let inside = first >= 0 && first as u64 + staged_rows <= p.len;
+    let mut s = tid;
+    while s < staged_rows * columns {
+        let (row, column) = div_rem(s, columns);
+        if tile.has_line(column, p) {
+            let value = if inside {
+                let at = tile.base + (first as u64 + row) * p.inner + column;
+                // SAFETY: the staged rows lie inside the axis and the line exists.
+                unsafe { *input.add(at as usize) }
+            } else {
+                // SAFETY: the line exists.
+                unsafe { tile.read(input, first + row as i64, column, p) }
+            };
+            // SAFETY: `row < staged_rows`: inside `axis_shared_elements`.
+            unsafe { SharedTile::store_real(axis_slot(row, column, columns), value) };
+        }
+        s += THREADS;
+    }
+    sync_threads();
+    let (group, column) = div_rem(tid, columns);
+    let first_row = group * OUTPUTS as u64;
+    let computes = first_row < rows && tile.has_line(column, p);
+    let mut acc = [T::ZERO; OUTPUTS];
+    if computes {
+        // SAFETY: rows up to `first_row + mask_len + OUTPUTS - 1 < staged_rows`, stored above.
+        let value =
+            |r: u64| unsafe { SharedTile::load_real(axis_slot(first_row + r, column, columns)) };
+        acc = slide(value, GlobalMask(mask), p.mask_len);
+    }
+    sync_threads();
+    if computes {
+        for (r, &sum) in acc.iter().enumerate() {
+            // SAFETY: `first_row + r < rows`: inside the staged rows.
+            unsafe {
+                SharedTile::store_real(axis_slot(first_row + r as u64, column, columns), sum)
+            };
+        }
+    }
+    sync_threads();
+    let mut s = tid;
+    while s < rows * columns {
+        let (row, column) = div_rem(s, columns);
+        if tile.row0 + row < p.len && tile.has_line(column, p) {
+            // SAFETY: written above, after the barrier.
+            let sum = unsafe { SharedTile::load_real(axis_slot(row, column, columns)) };
+            // SAFETY: the position and the line exist.
+            unsafe { tile.write(output, tile.row0 + row, column, sum, p) };
+        }
+        s += THREADS;
+    }
+}
+
+/// Direct axis design, for masks too long for [`staged`]: each thread reads its window from
+/// global memory.
+///
+/// # Safety
+/// As [`staged`], with no shared memory.
+#[inline(always)]
+unsafe fn direct<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &AxisParams) {
+    let tile = Tile::of_block(p);
+    let tid = thread_idx_x();
+    let (group, column) = div_rem(tid, p.columns);
+    let first_row = tile.row0 + group * OUTPUTS as u64;
+    if first_row >= tile.row0 + axis_rows(p.columns) || !tile.has_line(column, p) {
+        return;
+    }
+    let first = first_row as i64 - p.left as i64;
+    // SAFETY: the line exists; `read` folds every position.
+    let value = |r: u64| unsafe { tile.read(input, first + r as i64, column, p) };
+    let acc = slide(value, GlobalMask(mask), p.mask_len);
+    for (r, &sum) in acc.iter().enumerate() {
+        let row = first_row + r as u64;
+        if row < p.len {
+            // SAFETY: the position and the line exist.
+            unsafe { tile.write(output, row, column, sum, p) };
+        }
+    }
+}
+
+/// Declares the axis entry points `axis_staged{suffix}` and `axis_direct{suffix}` for `$t`.
+macro_rules! axis_entry_points {
+    ($($t:ty => $staged:ident, $direct:ident);+ $(;)?) => {$(
+        #[doc = concat!("[`staged`] axis pass over `", stringify!($t), "`.")]
+        ///
+        /// # Safety
+        /// As `staged`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $staged(
+            input: *const $t,
+            mask: *const $t,
+            output: *mut $t,
+            p: AxisParams,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { staged(input, mask, output, &p) }
+        }
+
+        #[doc = concat!("[`direct`] axis pass over `", stringify!($t), "`.")]
+        ///
+        /// # Safety
+        /// As `direct`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $direct(
+            input: *const $t,
+            mask: *const $t,
+            output: *mut $t,
+            p: AxisParams,
+        ) {
+            // SAFETY: forwarded contract.
+            unsafe { direct(input, mask, output, &p) }
+        }
+    )+};
+}
+
+axis_entry_points!(
+    f32 => axis_staged, axis_direct;
+    f64 => axis_staged_f64, axis_direct_f64;
+);

@@ -1,0 +1,371 @@
+//! The N-D operations on the GPU against their f64 CPU twins: correlation along every axis of
+//! 1D to 4D arrays (masks longer than the tile and than the axis, the direct design for masks
+//! too long to stage), the separable filter family with per-axis sigmas, orders and modes,
+//! 3D volumes, batches and volumes with channels, in every element type; typed errors.
+
+mod common;
+
+use common::elements::{Random, check, random_array};
+use common::{all_modes, engine, random_origin, rng};
+use conv_host::ndimage::{NdOptions, PerAxis};
+use conv_host::reference::ndimage as cpu;
+use conv_host::{BoundaryMode, Clamp, ConvError, Element, f16};
+use ndarray::{Array1, ArrayD, IxDyn};
+use rand::Rng;
+use rand::rngs::StdRng;
+
+/// Shapes of 1 to 4 dimensions, with axes shorter and longer than a tile (64 positions for 32
+/// lines and more, 2048 for one line) and lines that do not fill a tile across.
+const SHAPES: [&[usize]; 6] = [
+    &[3000],
+    &[37, 300],
+    &[130, 5],
+    &[5, 33, 70],
+    &[3, 4, 5, 40],
+    &[2, 1, 70, 1],
+];
+
+/// The largest magnitude of `reference` (at least 1): the outputs' scale for the tolerance.
+fn scale(reference: &ArrayD<f64>) -> f64 {
+    reference.iter().fold(1.0f64, |m, v| m.max(v.abs()))
+}
+
+/// Random options: a random mode per axis (or one for all), a random clamp now and then.
+fn random_options(rng: &mut StdRng, ndim: usize) -> NdOptions {
+    let modes = all_modes();
+    let mode = if rng.random_bool(0.5) {
+        PerAxis::All(modes[rng.random_range(0..modes.len())])
+    } else {
+        PerAxis::Each(
+            (0..ndim)
+                .map(|_| modes[rng.random_range(0..modes.len())])
+                .collect(),
+        )
+    };
+    let clamp = rng.random_bool(0.2).then_some(Clamp { lo: -0.5, hi: 0.75 });
+    NdOptions {
+        mode,
+        clamp,
+        ..Default::default()
+    }
+}
+
+/// `correlate1d` and `convolve1d` along every axis of `T` arrays into `O`, against the twin.
+fn axis_passes<T: Random, O: Element<Real = T::Real>>(rng: &mut StdRng, mask_lens: &[usize]) {
+    let nd = engine().ndimage();
+    for shape in SHAPES {
+        let input: ArrayD<T> = random_array(rng, IxDyn(shape));
+        for axis in -(shape.len() as isize)..shape.len() as isize {
+            for &len in mask_lens {
+                let weights: Array1<f64> = (0..len).map(|_| rng.random_range(-1.0..1.0)).collect();
+                let mut options = random_options(rng, shape.len());
+                let flip = rng.random_bool(0.5);
+                options.origin = PerAxis::All(random_origin(rng, len, flip));
+                let mut got = ArrayD::<O>::from_elem(IxDyn(shape), O::from_f64(7.0));
+                let (result, expected) = if flip {
+                    (
+                        nd.convolve1d_into(&input, &weights, axis, &options, got.view_mut()),
+                        cpu::convolve1d(&input, &weights, axis, &options),
+                    )
+                } else {
+                    (
+                        nd.correlate1d_into(&input, &weights, axis, &options, got.view_mut()),
+                        cpu::correlate1d(&input, &weights, axis, &options),
+                    )
+                };
+                result.unwrap();
+                let expected = expected.unwrap();
+                let what = format!(
+                    "{} into {}: {shape:?} axis {axis}, {len} taps, flip {flip}, {options:?}",
+                    T::NAME,
+                    O::NAME
+                );
+                let magnitude = weights.iter().map(|w| w.abs()).sum::<f64>().max(1.0);
+                check(
+                    got.view(),
+                    expected.view(),
+                    scale(&expected) * magnitude,
+                    &what,
+                );
+            }
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn correlation_along_every_axis_matches_the_reference() {
+    let (mut rng, _) = rng("axis passes");
+    // 70 taps: a halo longer than a 32-line tile; 2500: too long to stage, the direct design.
+    let lens = [1, 3, 8, 31, 70, 2500];
+    axis_passes::<f32, f32>(&mut rng, &lens);
+    axis_passes::<f64, f64>(&mut rng, &lens);
+    axis_passes::<u8, f32>(&mut rng, &[3, 31]);
+    axis_passes::<u16, u16>(&mut rng, &[5, 70]);
+    axis_passes::<f16, f16>(&mut rng, &[4, 31]);
+}
+
+/// Every separable operation on `T` arrays of 1 to 3 dimensions, against the twin.
+fn filters<T: Random>(rng: &mut StdRng) {
+    let nd = engine().ndimage();
+    for shape in [&[500][..], &[41, 67], &[9, 20, 35]] {
+        let input: ArrayD<T> = random_array(rng, IxDyn(shape));
+        let ndim = shape.len();
+        let axis = rng.random_range(0..ndim) as isize;
+        let sigmas: Vec<f64> = (0..ndim)
+            .map(|_| [0.0, 0.7, 1.5, 3.0][rng.random_range(0..4)])
+            .collect();
+        let orders: Vec<u32> = (0..ndim).map(|_| rng.random_range(0..3)).collect();
+        let sizes: Vec<usize> = (0..ndim).map(|_| rng.random_range(1..8)).collect();
+        let options = random_options(rng, ndim);
+        let mut radius_options = options.clone();
+        radius_options.radius = Some(PerAxis::All(rng.random_range(0..6)));
+        let cases: Vec<(&str, ArrayD<T>, ArrayD<f64>)> = vec![
+            (
+                "gaussian_filter",
+                nd.gaussian_filter(&input, sigmas.clone(), orders.clone(), &options)
+                    .unwrap(),
+                cpu::gaussian_filter(&input, sigmas.clone(), orders.clone(), &options).unwrap(),
+            ),
+            (
+                "gaussian_filter1d (radius)",
+                nd.gaussian_filter1d(&input, 1.3, axis, orders[0], &radius_options)
+                    .unwrap(),
+                cpu::gaussian_filter1d(&input, 1.3, axis, orders[0], &radius_options).unwrap(),
+            ),
+            (
+                "uniform_filter",
+                nd.uniform_filter(&input, sizes.clone(), &options).unwrap(),
+                cpu::uniform_filter(&input, sizes.clone(), &options).unwrap(),
+            ),
+            (
+                "uniform_filter1d",
+                nd.uniform_filter1d(&input, 4, axis, &options).unwrap(),
+                cpu::uniform_filter1d(&input, 4, axis, &options).unwrap(),
+            ),
+            (
+                "sobel",
+                nd.sobel(&input, axis, &options).unwrap(),
+                cpu::sobel(&input, axis, &options).unwrap(),
+            ),
+            (
+                "prewitt",
+                nd.prewitt(&input, -1, &options).unwrap(),
+                cpu::prewitt(&input, -1, &options).unwrap(),
+            ),
+            (
+                "laplace",
+                nd.laplace(&input, &options).unwrap(),
+                cpu::laplace(&input, &options).unwrap(),
+            ),
+            (
+                "gaussian_laplace",
+                nd.gaussian_laplace(&input, sigmas.clone(), &options)
+                    .unwrap(),
+                cpu::gaussian_laplace(&input, sigmas.clone(), &options).unwrap(),
+            ),
+            (
+                "gaussian_gradient_magnitude",
+                nd.gaussian_gradient_magnitude(&input, 1.5, &options)
+                    .unwrap(),
+                cpu::gaussian_gradient_magnitude(&input, 1.5, &options).unwrap(),
+            ),
+        ];
+        for (name, got, expected) in cases {
+            let what = format!(
+                "{name} of {} {shape:?}: sigmas {sigmas:?}, orders {orders:?}, sizes {sizes:?}, {options:?}",
+                T::NAME
+            );
+            // Up to four passes of up to 25 taps: the f32 rounding of each pass compounds.
+            check(got.view(), expected.view(), scale(&expected) * 8.0, &what);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn the_filter_family_matches_the_reference() {
+    let (mut rng, _) = rng("filters");
+    for _ in 0..3 {
+        filters::<f32>(&mut rng);
+        filters::<f64>(&mut rng);
+        filters::<u8>(&mut rng);
+        filters::<u16>(&mut rng);
+        filters::<f16>(&mut rng);
+    }
+}
+
+/// `correlate` and `convolve` of `T` volumes, batches and volumes with channels, against the
+/// twin.
+fn volumes<T: Random>(rng: &mut StdRng) {
+    let nd = engine().ndimage();
+    let cases: [(&[usize], &[usize]); 7] = [
+        (&[13, 37, 45], &[3, 3, 3]),
+        (&[11, 20, 70], &[5, 5, 5]),
+        (&[9, 17, 40], &[2, 4, 3]),
+        // A batch: each image on its own.
+        (&[21, 19, 50], &[1, 5, 5]),
+        // Deeper, taller and wider than the input.
+        (&[4, 6, 7], &[9, 9, 17]),
+        (&[7, 20, 33, 3], &[3, 3, 3, 1]),
+        (&[17, 12, 30, 4], &[1, 7, 7, 1]),
+    ];
+    for (shape, mask_shape) in cases {
+        let input: ArrayD<T> = random_array(rng, IxDyn(shape));
+        let weights: ArrayD<f64> =
+            ArrayD::from_shape_simple_fn(IxDyn(mask_shape), || rng.random_range(-1.0..1.0));
+        for mode in all_modes() {
+            let flip = rng.random_bool(0.5);
+            let origin: Vec<isize> = mask_shape
+                .iter()
+                .map(|&n| random_origin(rng, n, flip))
+                .collect();
+            let options = NdOptions {
+                mode: mode.into(),
+                origin: origin.into(),
+                clamp: rng.random_bool(0.2).then_some(Clamp { lo: -1.0, hi: 2.0 }),
+                ..Default::default()
+            };
+            let (got, expected) = if flip {
+                (
+                    nd.convolve(&input, &weights, &options),
+                    cpu::convolve(&input, &weights, &options),
+                )
+            } else {
+                (
+                    nd.correlate(&input, &weights, &options),
+                    cpu::correlate(&input, &weights, &options),
+                )
+            };
+            let (got, expected) = (got.unwrap(), expected.unwrap());
+            let magnitude = weights.iter().map(|w| w.abs()).sum::<f64>();
+            let what = format!(
+                "{} {shape:?} with {mask_shape:?}, flip {flip}, {options:?}",
+                T::NAME
+            );
+            check(
+                got.view(),
+                expected.view(),
+                scale(&expected) * magnitude,
+                &what,
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn volumes_batches_and_channels_match_the_reference() {
+    let (mut rng, _) = rng("volumes");
+    volumes::<f32>(&mut rng);
+    volumes::<f64>(&mut rng);
+    volumes::<u8>(&mut rng);
+    volumes::<f16>(&mut rng);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a_batch_filters_each_image_on_its_own() {
+    let (mut rng, _) = rng("batch");
+    let nd = engine().ndimage();
+    let stack: ArrayD<f32> = random_array(&mut rng, IxDyn(&[6, 40, 50]));
+    let weights: ArrayD<f32> =
+        ArrayD::from_shape_simple_fn(IxDyn(&[1, 5, 5]), || rng.random_range(-1.0..1.0));
+    let options = NdOptions {
+        mode: BoundaryMode::Wrap.into(),
+        ..Default::default()
+    };
+    let whole = nd.correlate(&stack, &weights, &options).unwrap();
+    let mask2d = weights.index_axis(ndarray::Axis(0), 0).to_owned();
+    for (n, image) in stack.outer_iter().enumerate() {
+        let alone = nd.correlate(&image, &mask2d, &options).unwrap();
+        let row = whole.index_axis(ndarray::Axis(0), n);
+        // The same sums in the same order: the 3D and the 2D designs agree to rounding.
+        for (a, b) in alone.iter().zip(row.iter()) {
+            assert!(
+                (a - b).abs() <= 1e-5,
+                "image {n}: {a} alone, {b} in the batch"
+            );
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn bad_input_gives_typed_errors_and_the_engine_stays_usable() {
+    let nd = engine().ndimage();
+    let volume = ArrayD::<f32>::ones(IxDyn(&[4, 5, 6]));
+    let options = NdOptions::default();
+    let invalid = |result: Result<ArrayD<f32>, ConvError>, name: &str| match result {
+        Err(ConvError::InvalidParameter { name: got, .. }) => assert_eq!(got, name),
+        other => panic!("{name}: expected InvalidParameter, got {other:?}"),
+    };
+    invalid(nd.sobel(&volume, 3, &options), "axis");
+    invalid(nd.sobel(&volume, -4, &options), "axis");
+    invalid(nd.gaussian_filter(&volume, -1.0, 0, &options), "sigma");
+    invalid(nd.gaussian_filter(&volume, 1.0, 3, &options), "order");
+    invalid(
+        nd.gaussian_filter(&volume, [1.0, 2.0], 0, &options),
+        "sigma",
+    );
+    invalid(nd.uniform_filter(&volume, 0, &options), "size");
+    let two_modes = NdOptions {
+        mode: vec![BoundaryMode::Wrap, BoundaryMode::Nearest].into(),
+        ..Default::default()
+    };
+    invalid(nd.laplace(&volume, &two_modes), "mode");
+    let per_axis = NdOptions {
+        mode: vec![
+            BoundaryMode::Wrap,
+            BoundaryMode::Nearest,
+            BoundaryMode::Wrap,
+        ]
+        .into(),
+        ..Default::default()
+    };
+    let mask = ArrayD::<f32>::ones(IxDyn(&[3, 3, 3]));
+    invalid(nd.correlate(&volume, &mask, &per_axis), "mode");
+    invalid(
+        nd.correlate(&volume, &ArrayD::<f32>::ones(IxDyn(&[3, 3])), &options),
+        "weights.ndim",
+    );
+    let with_channels = ArrayD::<f32>::ones(IxDyn(&[3, 4, 5, 3]));
+    invalid(
+        nd.correlate(
+            &with_channels,
+            &ArrayD::<f32>::ones(IxDyn(&[3, 3, 3, 2])),
+            &options,
+        ),
+        "weights.shape[3]",
+    );
+    invalid(
+        nd.correlate(
+            &ArrayD::<f32>::ones(IxDyn(&[2; 5])),
+            &ArrayD::<f32>::ones(IxDyn(&[1; 5])),
+            &options,
+        ),
+        "ndim",
+    );
+    let huge = ArrayD::<f32>::ones(IxDyn(&[1, 300, 300]));
+    assert!(matches!(
+        nd.correlate(&volume, &huge, &options),
+        Err(ConvError::InvalidLaunch { .. })
+    ));
+    assert!(matches!(
+        nd.correlate1d(&volume, &Array1::<f32>::zeros(0), 0, &options),
+        Err(ConvError::EmptyMask)
+    ));
+    let mut small = ArrayD::<f32>::zeros(IxDyn(&[4, 5]));
+    assert!(matches!(
+        nd.sobel_into(&volume, 0, &options, small.view_mut()),
+        Err(ConvError::ShapeMismatch { .. })
+    ));
+    common::assert_engine_works();
+    // And the N-D path itself still works: the Laplacian of a constant is zero.
+    assert!(
+        nd.laplace(&volume, &options)
+            .unwrap()
+            .iter()
+            .all(|&v| v == 0.0)
+    );
+}
