@@ -216,6 +216,12 @@ fn entry_spans(ptx: &str) -> Vec<(&str, usize, usize)> {
 /// took an H100 from 0.501 to 0.430 ms on a 9 x 11 rank-1 mask at 8192^2, 0.634 to 0.541 ms at
 /// 15 x 31 and 0.432 to 0.370 ms at 7 x 3; four gained at most 3% more (PERFORMANCE.md).
 const GENERAL_SEPARABLE_BLOCKS: u32 = 3;
+/// Blocks per SM for the axis kernels: three (up to 80 registers; they use 58 to 76).
+const AXIS_BLOCKS: u32 = 3;
+/// Blocks per SM for the 3D kernels: two (up to 128 registers), where their eight sums per
+/// thread (sixteen registers in f64), the unrolled taps' loads and a batch of staged loads
+/// spilled at 80.
+const CONV3D_BLOCKS: u32 = 2;
 
 fn bound_block_size(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
@@ -231,7 +237,13 @@ fn bound_block_size(ptx: &str) -> String {
             let separable = line.contains("conv2d_separable");
             let general_separable = line.contains("conv2d_separable(");
             let register = line.contains("conv2d_register_tiled_");
-            threads = if register || separable { 256 } else { 1024 };
+            // The axis and 3D kernels launch 256-thread blocks (AXIS_THREADS, CONV3D_BLOCK).
+            let nd = line.contains(".entry axis_") || line.contains(".entry conv3d_");
+            threads = if register || separable || nd {
+                256
+            } else {
+                1024
+            };
             blocks_per_sm = if general_separable {
                 Some(GENERAL_SEPARABLE_BLOCKS)
             } else if separable {
@@ -240,6 +252,12 @@ fn bound_block_size(ptx: &str) -> String {
                 Some(2)
             } else if register {
                 Some(register_blocks_per_sm(line))
+            } else if nd {
+                Some(if line.contains(".entry axis_") {
+                    AXIS_BLOCKS
+                } else {
+                    CONV3D_BLOCKS
+                })
             } else {
                 None
             };

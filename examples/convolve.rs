@@ -2,22 +2,28 @@
 //!
 //! ```sh
 //! cargo run --release --example convolve -- --input x.npy --mask m.npy --output y.npy \
-//!     [--mode reflect] [--cval 0] [--origin 0] [--correlate] [--cpu] [--output-dtype float32]
+//!     [--mode reflect] [--cval 0] [--origin 0] [--correlate] [--cpu] [--output-dtype float32] \
+//!     [--axis K]
 //! ```
 //!
-//! `x.npy` is an array of float64, float32, float16, uint8 or uint16, of shape `(N,)`, `(H, W)`
-//! or `(H, W, C)` (interleaved channels); `m.npy` is a float64 or float32 mask with one axis for a
-//! 1D input and two otherwise (applied to every channel). The output has the input's dtype
+//! `x.npy` is an array of float64, float32, float16, uint8 or uint16; `m.npy` a float64 or
+//! float32 mask: with one axis for a signal `(N,)`, two for an image `(H, W)` or `(H, W, C)`
+//! (interleaved channels, each filtered with the mask), three for a volume `(D, H, W)` or
+//! `(D, H, W, C)`; with `--axis K`, a 1D mask along axis `K` of an input of any dimensions
+//! (`scipy.ndimage.convolve1d`). The output has the input's dtype
 //! unless `--output-dtype` names another (float64 inputs give float64 only); integer outputs are
 //! rounded to nearest and saturated, where SciPy truncates and wraps around. The defaults are
 //! `scipy.ndimage.convolve`'s: mode `reflect`, cval 0, origin 0; the origin applies to every axis.
 //! `--correlate` computes `scipy.ndimage.correlate` instead. The GPU is used when there is one,
 //! the f64 CPU reference otherwise or with `--cpu`.
 
+use conv_host::ndimage::NdOptions;
 use conv_host::{
     BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Element, Engine, ImageDim, reference,
 };
-use ndarray::{Array, Array1, ArrayD, ArrayView, ArrayView1, ArrayView2, Ix1, Ix2, Ix3};
+use ndarray::{
+    Array, Array1, ArrayD, ArrayView, ArrayView1, ArrayView2, ArrayViewD, Ix1, Ix2, Ix3,
+};
 use npy::{Dtype, Npy};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -29,7 +35,7 @@ mod npy;
 
 const USAGE: &str = "usage: convolve --input X.npy --mask M.npy --output Y.npy \
 [--mode constant|nearest|reflect|mirror|wrap] [--cval V] [--origin K] [--correlate] [--cpu] \
-[--output-dtype float64|float32|float16|uint8|uint16]";
+[--output-dtype float64|float32|float16|uint8|uint16] [--axis K]";
 
 struct Args {
     input: String,
@@ -40,12 +46,13 @@ struct Args {
     correlate: bool,
     cpu: bool,
     output_dtype: Option<Dtype>,
+    axis: Option<isize>,
 }
 
 fn parse_args() -> Result<Args, String> {
     let (mut input, mut mask, mut output) = (None, None, None);
     let (mut mode, mut cval, mut origin) = (BoundaryMode::Reflect, 0.0f32, 0isize);
-    let (mut correlate, mut cpu, mut output_dtype) = (false, false, None);
+    let (mut correlate, mut cpu, mut output_dtype, mut axis) = (false, false, None, None);
     let mut words = std::env::args().skip(1);
     while let Some(flag) = words.next() {
         let mut value = || words.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -59,6 +66,7 @@ fn parse_args() -> Result<Args, String> {
             "--correlate" => correlate = true,
             "--cpu" => cpu = true,
             "--output-dtype" => output_dtype = Some(Dtype::parse(&value()?)?),
+            "--axis" => axis = Some(value()?.parse().map_err(|e| format!("--axis: {e}"))?),
             "-h" | "--help" => return Err(String::new()),
             other => return Err(format!("unknown argument `{other}`")),
         }
@@ -76,6 +84,7 @@ fn parse_args() -> Result<Args, String> {
         correlate,
         cpu,
         output_dtype,
+        axis,
     })
 }
 
@@ -166,7 +175,8 @@ impl Job<'_> {
         })
     }
 
-    /// Filters `input` (1-D with a 1-D mask, 2-D or 3-D with a 2-D one) into an array of `O`.
+    /// Filters `input` (1-D with a 1-D mask, 2-D or 3-D with a 2-D one, 3-D or 4-D with a 3-D
+    /// one, any with a 1-D mask along `--axis`) into an array of `O`.
     fn filter<T: Element, O: Element<Real = T::Real>>(
         &self,
         input: ArrayD<T>,
@@ -177,6 +187,12 @@ impl Job<'_> {
         };
         let x = input.view();
         let result = match (input.ndim(), mask.ndim()) {
+            (_, 1) if self.args.axis.is_some() => {
+                let m = mask.view().into_dimensionality::<Ix1>().map_err(shaped)?;
+                self.filter_axis(x, m)
+            }
+            (3, 3) => self.filter_nd(x, mask.view()),
+            (4, 3) => self.filter_nd(x, mask.view().insert_axis(ndarray::Axis(3))),
             (1, 1) => {
                 let m = mask.view().into_dimensionality::<Ix1>().map_err(shaped)?;
                 self.filter1d(x.into_dimensionality::<Ix1>().map_err(shaped)?, m)
@@ -194,7 +210,8 @@ impl Job<'_> {
             }
             (n, k) => {
                 return Err(format!(
-                    "unsupported shapes: a {n}-D input with a {k}-D mask (1-D with 1-D, 2-D or 3-D with 2-D)"
+                    "unsupported shapes: a {n}-D input with a {k}-D mask (1-D with 1-D, 2-D or 3-D \
+                     with 2-D, 3-D or 4-D with 3-D, any with 1-D and --axis)"
                 ));
             }
         };
@@ -227,6 +244,75 @@ impl Job<'_> {
                 Ok(reference::correlate1d(&signal, &mask, &options)?.mapv(O::from_f64))
             }
             None => Ok(reference::convolve1d(&signal, &mask, &options)?.mapv(O::from_f64)),
+        }
+    }
+
+    /// The options of an input of `ndim` dimensions: the origin on every axis but a 4-D
+    /// volume's channels.
+    fn nd_options(&self, ndim: usize) -> NdOptions {
+        let mut origin = vec![self.args.origin; ndim];
+        if ndim == 4 && self.args.axis.is_none() {
+            origin[3] = 0;
+        }
+        NdOptions {
+            mode: self.args.mode.into(),
+            origin: origin.into(),
+            ..Default::default()
+        }
+    }
+
+    /// A 1D mask along `--axis` of an input of any dimensions, into `O`.
+    fn filter_axis<T: Element, O: Element<Real = T::Real>>(
+        &self,
+        input: ArrayViewD<T>,
+        mask: ArrayView1<T::Real>,
+    ) -> Result<ArrayD<O>, ConvError> {
+        let (options, axis) = (self.nd_options(input.ndim()), self.args.axis.unwrap_or(-1));
+        let correlate = self.args.correlate;
+        match self.engine {
+            Some(engine) => {
+                let nd = engine.ndimage();
+                let mut output = ArrayD::from_elem(input.raw_dim(), O::default());
+                if correlate {
+                    nd.correlate1d_into(&input, &mask, axis, &options, output.view_mut())?;
+                } else {
+                    nd.convolve1d_into(&input, &mask, axis, &options, output.view_mut())?;
+                }
+                Ok(output)
+            }
+            None if correlate => Ok(reference::ndimage::correlate1d(
+                &input, &mask, axis, &options,
+            )?
+            .mapv(O::from_f64)),
+            None => Ok(
+                reference::ndimage::convolve1d(&input, &mask, axis, &options)?.mapv(O::from_f64),
+            ),
+        }
+    }
+
+    /// A volume (channels last in 4-D) on the 3D kernel, into `O`.
+    fn filter_nd<T: Element, O: Element<Real = T::Real>>(
+        &self,
+        input: ArrayViewD<T>,
+        mask: ArrayViewD<T::Real>,
+    ) -> Result<ArrayD<O>, ConvError> {
+        let options = self.nd_options(input.ndim());
+        let correlate = self.args.correlate;
+        match self.engine {
+            Some(engine) => {
+                let nd = engine.ndimage();
+                let mut output = ArrayD::from_elem(input.raw_dim(), O::default());
+                if correlate {
+                    nd.correlate_into(&input, &mask, &options, output.view_mut())?;
+                } else {
+                    nd.convolve_into(&input, &mask, &options, output.view_mut())?;
+                }
+                Ok(output)
+            }
+            None if correlate => {
+                Ok(reference::ndimage::correlate(&input, &mask, &options)?.mapv(O::from_f64))
+            }
+            None => Ok(reference::ndimage::convolve(&input, &mask, &options)?.mapv(O::from_f64)),
         }
     }
 

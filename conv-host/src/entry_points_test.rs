@@ -37,6 +37,16 @@ const KERNEL_NAMES: &[&str] = &[
     "convert_f32_u8",
     "convert_f32_u16",
     "convert_f32_f16",
+    "axis_staged",
+    "axis_staged_f64",
+    "axis_direct",
+    "axis_direct_f64",
+    "conv3d_tiled",
+    "conv3d_tiled_f64",
+    "conv3d_tiled_m3",
+    "conv3d_tiled_m3_f64",
+    "conv3d_tiled_m5",
+    "conv3d_tiled_m5_f64",
 ];
 
 /// Every kernel the host may launch is in the PTX, so that loading it on first use can

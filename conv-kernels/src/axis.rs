@@ -28,7 +28,9 @@ use crate::abi::{
 };
 use crate::boundary::fold_index;
 use crate::element::Real;
-use crate::gpu::{GlobalMask, Mask, SharedTile, block_idx_x, div_rem, sync_threads, thread_idx_x};
+use crate::gpu::{
+    GlobalMask, Mask, SharedTile, Walk, block_idx_x, div_rem, sync_threads, thread_idx_x,
+};
 
 const THREADS: u64 = AXIS_THREADS as u64;
 const OUTPUTS: usize = AXIS_OUTPUTS as usize;
@@ -120,8 +122,13 @@ fn slide<T: Real>(value: impl Fn(u64) -> T, mask: GlobalMask<T>, mask_len: u64) 
         *slot = value(r as u64);
     }
     let mut acc = [T::ZERO; OUTPUTS];
+    // Each tap is read one step ahead of its multiply-adds, so that they do not wait on it.
+    let mut next_tap = mask.tap(0);
     for j in 0..mask_len {
-        let tap = mask.tap(j);
+        let tap = next_tap;
+        if j + 1 < mask_len {
+            next_tap = mask.tap(j + 1);
+        }
         for r in 0..OUTPUTS {
             acc[r] = T::fma(tap, window[r], acc[r]);
         }
@@ -149,26 +156,30 @@ unsafe fn staged<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &A
     let first = tile.row0 as i64 - p.left as i64;
     let staged_rows = rows + p.mask_len;
     let inside = first >= 0 && first as u64 + staged_rows <= p.len;
-    let mut s = tid;
-    while s < staged_rows * columns {
-        let (row, column) = div_rem(s, columns);
-        if tile.has_line(column, p) {
-            let value = if inside {
-                let at = tile.base + (first as u64 + row) * p.inner + column;
-                // SAFETY: the staged rows lie inside the axis and the line exists.
-                unsafe { *input.add(at as usize) }
-            } else {
-                // SAFETY: the line exists.
-                unsafe { tile.read(input, first + row as i64, column, p) }
-            };
-            // SAFETY: `row < staged_rows`: inside `axis_shared_elements`.
-            unsafe { SharedTile::store_real(axis_slot(row, column, columns), value) };
+    let load = |row: u32, column: u32| {
+        let (row, column) = (u64::from(row), u64::from(column));
+        if !tile.has_line(column, p) {
+            T::ZERO
+        } else if inside {
+            let at = tile.base + (first as u64 + row) * p.inner + column;
+            // SAFETY: the staged rows lie inside the axis and the line exists.
+            unsafe { *input.add(at as usize) }
+        } else {
+            // SAFETY: the line exists.
+            unsafe { tile.read(input, first + row as i64, column, p) }
         }
-        s += THREADS;
-    }
+    };
+    // SAFETY: `row < staged_rows`: inside `axis_shared_elements`.
+    let store = |row: u32, column: u32, value: T| unsafe {
+        SharedTile::store_real(axis_slot(row.into(), column.into(), columns), value)
+    };
+    Walk::new(tid as u32, THREADS as u32, columns as u32).stage(staged_rows as u32, load, store);
     sync_threads();
-    let (group, column) = div_rem(tid, columns);
-    let first_row = group * OUTPUTS as u64;
+    let (group, column) = (
+        u64::from(tid as u32 / columns as u32),
+        u64::from(tid as u32 % columns as u32),
+    );
+    let first_row: u64 = group * OUTPUTS as u64;
     let computes = first_row < rows && tile.has_line(column, p);
     let mut acc = [T::ZERO; OUTPUTS];
     if computes {
@@ -187,16 +198,16 @@ unsafe fn staged<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &A
         }
     }
     sync_threads();
-    let mut s = tid;
-    while s < rows * columns {
-        let (row, column) = div_rem(s, columns);
+    let mut walk = Walk::new(tid as u32, THREADS as u32, columns as u32);
+    while u64::from(walk.row) < rows {
+        let (row, column) = (u64::from(walk.row), u64::from(walk.column));
         if tile.row0 + row < p.len && tile.has_line(column, p) {
             // SAFETY: written above, after the barrier.
             let sum = unsafe { SharedTile::load_real(axis_slot(row, column, columns)) };
             // SAFETY: the position and the line exist.
             unsafe { tile.write(output, tile.row0 + row, column, sum, p) };
         }
-        s += THREADS;
+        walk.advance();
     }
 }
 
@@ -209,7 +220,10 @@ unsafe fn staged<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &A
 unsafe fn direct<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &AxisParams) {
     let tile = Tile::of_block(p);
     let tid = thread_idx_x();
-    let (group, column) = div_rem(tid, p.columns);
+    let (group, column): (u64, u64) = (
+        (tid as u32 / p.columns as u32).into(),
+        (tid as u32 % p.columns as u32).into(),
+    );
     let first_row = tile.row0 + group * OUTPUTS as u64;
     if first_row >= tile.row0 + axis_rows(p.columns) || !tile.has_line(column, p) {
         return;

@@ -227,6 +227,14 @@ impl<T: Real> Volume<T> {
     /// [`Volume::row`].
     #[inline(always)]
     pub fn at(self, row: Option<u64>, element: i64) -> T {
+        let row_elements = self.width * self.channels;
+        if (element as u64) < row_elements {
+            return match row {
+                // SAFETY: the row was folded into the volume, the element lies in it.
+                Some(row) => unsafe { *self.data.add((row + element as u64) as usize) },
+                None => self.cval,
+            };
+        }
         let channels = self.channels as i64;
         let x = floor_div(element, channels);
         let c = (element - x * channels) as u64;

@@ -9,7 +9,7 @@
 use core::arch::asm;
 
 /// A type the kernels accumulate in, read masks in and stage tiles in: `f32` or `f64`.
-pub trait Real: Copy + PartialOrd {
+pub trait Real: Copy + PartialOrd + Default {
     /// Zero.
     const ZERO: Self;
     /// `a * b + c`, rounded once.

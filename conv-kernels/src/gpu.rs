@@ -43,6 +43,79 @@ pub fn div_rem(value: u64, divisor: u64) -> (u64, u64) {
     (quotient, value - quotient * divisor)
 }
 
+/// A thread's place in a walk of a block's threads over the elements of a `rows x columns`
+/// region in row-major order: thread `t` visits elements `t`, `t + step`, ... Each step
+/// carries the column into the row instead of dividing (a 64-bit division per element took
+/// most of the staging loops' instructions).
+#[derive(Clone, Copy)]
+pub struct Walk {
+    /// The current element's row and column.
+    pub row: u32,
+    pub column: u32,
+    columns: u32,
+    row_step: u32,
+    column_step: u32,
+}
+
+impl Walk {
+    /// The walk of the thread that starts at element `first`, stepping `step` elements, over
+    /// rows of `columns >= 1` elements.
+    #[inline(always)]
+    pub fn new(first: u32, step: u32, columns: u32) -> Self {
+        Self {
+            row: first / columns,
+            column: first % columns,
+            columns,
+            row_step: step / columns,
+            column_step: step % columns,
+        }
+    }
+
+    /// Moves to the next element of this thread.
+    #[inline(always)]
+    pub fn advance(&mut self) {
+        self.row += self.row_step;
+        self.column += self.column_step;
+        if self.column >= self.columns {
+            self.column -= self.columns;
+            self.row += 1;
+        }
+    }
+}
+
+/// Elements a thread loads in [`Walk::stage`] before it stores any.
+const STAGE_BATCH: usize = 4;
+
+impl Walk {
+    /// Walks this thread over the rows before `rows`, reading each element with `load(row,
+    /// column)` and writing it with `store(row, column, value)`, in batches of `STAGE_BATCH`
+    /// loads issued before their stores: a thread then waits on memory once per batch, not once
+    /// per element (the staging loops otherwise ran one load's latency per element).
+    #[inline(always)]
+    pub fn stage<T: Copy + Default>(
+        mut self,
+        rows: u32,
+        load: impl Fn(u32, u32) -> T,
+        store: impl Fn(u32, u32, T),
+    ) {
+        while self.row < rows {
+            // Slots past the walk's end keep the row `u32::MAX`.
+            let mut batch = [(u32::MAX, 0u32, T::default()); STAGE_BATCH];
+            for slot in batch.iter_mut() {
+                if self.row < rows {
+                    *slot = (self.row, self.column, load(self.row, self.column));
+                    self.advance();
+                }
+            }
+            for &(row, column, value) in batch.iter() {
+                if row != u32::MAX {
+                    store(row, column, value);
+                }
+            }
+        }
+    }
+}
+
 /// `threadIdx.x`.
 #[inline(always)]
 pub fn thread_idx_x() -> u64 {

@@ -96,10 +96,14 @@ impl Session<'_> {
             clamp_lo: clamp.0,
             clamp_hi: clamp.1,
         };
-        let entry_point = if size_of::<R>() == 8 {
-            "conv3d_tiled_f64"
-        } else {
-            "conv3d_tiled"
+        let side = if mask_h == mask_w { mask_h } else { 0 };
+        let entry_point = match (side, size_of::<R>() == 8) {
+            (3, false) => "conv3d_tiled_m3",
+            (5, false) => "conv3d_tiled_m5",
+            (_, false) => "conv3d_tiled",
+            (3, true) => "conv3d_tiled_m3_f64",
+            (5, true) => "conv3d_tiled_m5_f64",
+            (_, true) => "conv3d_tiled_f64",
         };
         let max_grid = u64::from(self.device().max_grid_dim.0);
         for_each_grid(x_tiles * y_tiles * z_tiles, max_grid, |offset, count| {
