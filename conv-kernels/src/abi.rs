@@ -586,7 +586,7 @@ pub const fn conv3d_row_elements(mask_w: u64, channels: u64) -> u64 {
     CONV3D_BLOCK.0 as u64 + (mask_w - 1) * channels
 }
 
-/// Shared-memory elements of a 3D block: one staged slice of the tile and its halo.
+/// Shared-memory elements of a 3D block: two staged slices of the tile and its halo.
 pub const fn conv3d_shared_elements(mask_h: u64, mask_w: u64, channels: u64) -> u64 {
-    (CONV3D_BLOCK.1 as u64 + mask_h - 1) * conv3d_row_elements(mask_w, channels)
+    2 * (CONV3D_BLOCK.1 as u64 + mask_h - 1) * conv3d_row_elements(mask_w, channels)
 }

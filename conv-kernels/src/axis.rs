@@ -23,8 +23,8 @@
 //! per warp.
 
 use crate::abi::{
-    AXIS_OUTPUTS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE,
-    COMBINE_ADD_SQUARE_ROOT, axis_rows, axis_slot,
+    AXIS_OUTPUTS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE, COMBINE_STORE,
+    axis_rows, axis_slot,
 };
 use crate::boundary::fold_index;
 use crate::element::Real;
@@ -100,12 +100,16 @@ impl Tile {
         p: &AxisParams,
     ) {
         let at = (self.base + row * p.inner + column) as usize;
-        let combined = match p.combine {
+        let combined = if p.combine == COMBINE_STORE {
+            value
+        } else {
             // SAFETY: `at` lies in the output (caller); this thread alone writes it.
-            COMBINE_ADD => T::fma(value, T::from_f32(1.0), unsafe { *output.add(at) }),
-            COMBINE_ADD_SQUARE => T::fma(value, value, unsafe { *output.add(at) }),
-            COMBINE_ADD_SQUARE_ROOT => T::fma(value, value, unsafe { *output.add(at) }).sqrt(),
-            _ => value,
+            let old = unsafe { *output.add(at) };
+            match p.combine {
+                COMBINE_ADD => T::fma(value, T::from_f32(1.0), old),
+                COMBINE_ADD_SQUARE => T::fma(value, value, old),
+                _ => T::fma(value, value, old).sqrt(),
+            }
         };
         // SAFETY: as above.
         unsafe { *output.add(at) = combined.clamp_to(p.clamp_lo, p.clamp_hi) };

@@ -5,7 +5,8 @@
 //! elements (pixels times channels) of 8 rows, through `CONV3D_SLICES` = 8 consecutive
 //! slices; thread `t` owns element `t % 32` of row `t / 32` and keeps its 8 slices' sums in
 //! registers. The block walks through the `8 + mask_d - 1` input slices those outputs need,
-//! staging each slice's tile and halo in shared memory (ghost cells folded there; none in
+//! staging each slice's tile and halo in one of two shared-memory buffers (the next slice's
+//! loads in flight during this one's multiply-adds) (ghost cells folded there; none in
 //! tiles inside the volume), and adds each staged slice into the sums of the (up to `mask_d`)
 //! output slices it reaches, with the mask slice that lies between them. Every input element is
 //! read from device memory about once (halos come from L2); the multiply-adds, one per tap and
@@ -22,6 +23,8 @@ const SLICES: usize = CONV3D_SLICES as usize;
 const BLOCK_W: u64 = CONV3D_BLOCK.0 as u64;
 const BLOCK_H: u64 = CONV3D_BLOCK.1 as u64;
 const THREADS: u64 = BLOCK_W * BLOCK_H;
+/// Staged elements per thread loaded a slice ahead.
+const AHEAD: usize = 2;
 
 /// The 3D design (see the module's doc).
 ///
@@ -69,10 +72,13 @@ unsafe fn tiled<T: Real, const SIDE: u32>(
     let mut acc = [T::ZERO; SLICES];
     // The last tile through the slices stages only the slices its outputs need.
     let outputs = (p.depth - z0).min(SLICES as u64);
-    for s in 0..outputs + p.mask_d - 1 {
+    let slices = outputs + p.mask_d - 1;
+    let buffer = staged_w * staged_h;
+    // The loads of staged slice `s`, element `e` of row `r` of the tile and its halo.
+    let loader = |s: u64| {
         let z = (z0 + s) as i64 - p.front as i64;
         let slice_inside = z >= 0 && (z as u64) < p.depth;
-        let load = |r: u32, e: u32| {
+        move |r: u32, e: u32| {
             let (r, e) = (u64::from(r), u64::from(e));
             if plane_inside && slice_inside {
                 let at = (z as u64 * p.height + (first_y as u64 + r)) * row_elements
@@ -83,14 +89,46 @@ unsafe fn tiled<T: Real, const SIDE: u32>(
             } else {
                 volume.at(volume.row(z, first_y + r as i64), first_e + e as i64)
             }
-        };
-        // SAFETY: row `r < staged_h`, element `e < staged_w`: inside the reserved
-        // `staged_h * staged_w` elements.
-        let store = |r: u32, e: u32, value: T| unsafe {
-            SharedTile::store_real(u64::from(r * row_words + e), value)
-        };
-        Walk::new(tid as u32, THREADS as u32, row_words).stage(staged_h as u32, load, store);
-        sync_threads();
+        }
+    };
+    let storer = |s: u64| {
+        let base = (s % 2) * buffer;
+        // SAFETY: row `r < staged_h`, element `e < staged_w`, buffer 0 or 1: inside the
+        // reserved `2 * staged_h * staged_w` elements.
+        move |r: u32, e: u32, value: T| unsafe {
+            SharedTile::store_real(base + u64::from(r * row_words + e), value)
+        }
+    };
+    // A thread's first `AHEAD` staged elements are loaded a slice ahead, into registers, so
+    // that their loads overlap the multiply-adds of the slice before; any further ones (large
+    // masks) are staged after.
+    // None ahead in f64 with the sides read at run time, where one or two spilled registers.
+    let ahead_count = if SIDE == 0 && size_of::<T>() == 8 {
+        0
+    } else {
+        AHEAD
+    };
+    let first = Walk::new(tid as u32, THREADS as u32, row_words);
+    let rest = Walk::new(
+        tid as u32 + (ahead_count as u64 * THREADS) as u32,
+        THREADS as u32,
+        row_words,
+    );
+    first.stage(staged_h as u32, loader(0), storer(0));
+    sync_threads();
+    for s in 0..slices {
+        let mut ahead = [(u32::MAX, 0u32, T::ZERO); AHEAD];
+        if s + 1 < slices {
+            let load = loader(s + 1);
+            let mut walk = first;
+            for slot in ahead.iter_mut().take(ahead_count) {
+                if u64::from(walk.row) < staged_h {
+                    *slot = (walk.row, walk.column, load(walk.row, walk.column));
+                    walk.advance();
+                }
+            }
+        }
+        let base = (s % 2) * buffer;
         for (k, sum) in acc.iter_mut().enumerate() {
             // Staged slice `s` meets output slice `k` through mask slice `s - k`.
             let dz = s as i64 - k as i64;
@@ -100,17 +138,28 @@ unsafe fn tiled<T: Real, const SIDE: u32>(
             let taps = dz as u64 * u64::from(mask_h * mask_w);
             let mut total = *sum;
             for dy in 0..mask_h {
-                let row = (ty + dy) * row_words + tx;
+                let row = base + u64::from((ty + dy) * row_words + tx);
                 let tap_row = taps + u64::from(dy * mask_w);
                 for dx in 0..mask_w {
                     // SAFETY: row `ty + dy < staged_h`, element `tx + dx * channels <
-                    // staged_w`: inside the staged slice, stored before the barrier.
-                    let value = unsafe { SharedTile::load_real(u64::from(row + dx * channels)) };
+                    // staged_w` of this slice's buffer, stored before the last barrier.
+                    let value = unsafe { SharedTile::load_real(row + u64::from(dx * channels)) };
                     total = T::fma(mask.tap(tap_row + u64::from(dx)), value, total);
                 }
             }
             *sum = total;
         }
+        if s + 1 < slices {
+            let store = storer(s + 1);
+            for &(r, e, value) in ahead.iter() {
+                if r != u32::MAX {
+                    store(r, e, value);
+                }
+            }
+            rest.stage(staged_h as u32, loader(s + 1), store);
+        }
+        // One barrier a slice: the next slice's buffer is complete, and this one, which the
+        // slice after next overwrites, has been read.
         sync_threads();
     }
     let e = e0 + u64::from(tx);
