@@ -5,12 +5,12 @@
 //! elements (pixels times channels) of 8 rows, through `CONV3D_SLICES` = 8 consecutive
 //! slices; thread `t` owns element `t % 32` of row `t / 32` and keeps its 8 slices' sums in
 //! registers. The block walks through the `8 + mask_d - 1` input slices those outputs need,
-//! staging each slice's tile and halo in one of two shared-memory buffers (the next slice's
-//! loads in flight during this one's multiply-adds) (ghost cells folded there; none in
-//! tiles inside the volume), and adds each staged slice into the sums of the (up to `mask_d`)
-//! output slices it reaches, with the mask slice that lies between them. Every input element is
-//! read from device memory about once (halos come from L2); the multiply-adds, one per tap and
-//! output, and the shared-memory reads, one per tap, bound it beyond the smallest masks.
+//! staging each slice's tile and halo (ghost cells folded there; none in tiles inside the
+//! volume) in one of two shared-memory buffers, the next slice's loads in flight during this
+//! one's multiply-adds, and adds each staged slice into the sums of the (up to `mask_d`) output
+//! slices it reaches, with the mask slice that lies between them. Every input element is read
+//! from device memory about once (halos come from L2). Memory latency bounds it: at 128
+//! registers two blocks fit an SM, too few warps to cover the loads (PERFORMANCE.md).
 
 use crate::abi::{CONV3D_BLOCK, CONV3D_SLICES, Conv3dParams, conv3d_row_elements};
 use crate::boundary::Volume;
