@@ -216,185 +216,103 @@ macro_rules! engine_methods {
 
 pub(crate) use separable_operations;
 
+/// Declares, for each operation with a mask `name(input, weights, args.., options)` whose plan
+/// `build(input_shape, options)` makes, `$callback!`'s items: the engine's methods, or the CPU
+/// twins.
+macro_rules! weighted_operations {
+    ($callback:ident) => {
+        $callback! {
+            /// `scipy.ndimage.correlate1d`: correlation with `weights` (of either float type)
+            /// along `axis` (negative counts from the end); that axis's mode and origin apply.
+            correlate1d, correlate1d_into(weights: &ArrayBase<M, Ix1>, axis: isize)
+                => |shape: &[usize], options| {
+                    filters::filter1d(shape.len(), taps(weights).0, axis, false, options)
+                        .map(Dense::Line)
+                };
+            /// `scipy.ndimage.convolve1d`: [`Ndimage::correlate1d`] with the weights reversed
+            /// (and SciPy's origin rule for even lengths).
+            convolve1d, convolve1d_into(weights: &ArrayBase<M, Ix1>, axis: isize)
+                => |shape: &[usize], options| {
+                    filters::filter1d(shape.len(), taps(weights).0, axis, true, options)
+                        .map(Dense::Line)
+                };
+            /// `scipy.ndimage.correlate` with a mask of the input's dimensions (one mode for
+            /// every axis, an origin once or per axis): a signal, an image `H x W`, a volume
+            /// `D x H x W`, a batch `N x H x W` (a mask `1 x h x w` filters each image on its
+            /// own, in one launch), or either with channels last (a mask of extent 1 along them).
+            correlate, correlate_into(weights: &ArrayBase<M, D>)
+                => |shape: &[usize], options| {
+                    let (weights, weights_shape) = taps(weights);
+                    dense::plan(shape, weights, &weights_shape, false, options)
+                };
+            /// `scipy.ndimage.convolve`: [`Ndimage::correlate`] with the mask flipped on every
+            /// axis.
+            convolve, convolve_into(weights: &ArrayBase<M, D>)
+                => |shape: &[usize], options| {
+                    let (weights, weights_shape) = taps(weights);
+                    dense::plan(shape, weights, &weights_shape, true, options)
+                };
+        }
+    };
+}
+
+/// The engine's methods for the operations with a mask.
+macro_rules! weighted_engine_methods {
+    ($($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
+        $(#[$doc])*
+        ///
+        /// Returns an array of the input's shape and element type.
+        ///
+        /// # Errors
+        /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`];
+        /// [`ConvError::InvalidParameter`] for an axis out of range, a mask of other dimensions,
+        /// an input of more than 4, a mask across the channels or modes that differ per axis;
+        /// [`ConvError::InvalidLaunch`] for a mask slice too large to stage;
+        /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
+        pub fn $name<S, M, D>(
+            &self,
+            input: &ArrayBase<S, D>,
+            $($arg: $ty,)*
+            options: &NdOptions,
+        ) -> Result<Array<S::Elem, D>>
+        where
+            S: Data<Elem: Element>,
+            M: Data<Elem: Real>,
+            D: Dimension,
+        {
+            let plan = ($build)(input.shape(), options)?;
+            try_filled(input.raw_dim(), |output| self.dense(input, plan, output))
+        }
+
+        #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's view of the input's shape, of any element type of the same `Real` type.")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Ndimage::", stringify!($name), "`], plus [`ConvError::ShapeMismatch`] and [`ConvError::OverlappingOutput`].")]
+        pub fn $into<S, M, O, D>(
+            &self,
+            input: &ArrayBase<S, D>,
+            $($arg: $ty,)*
+            options: &NdOptions,
+            output: ArrayViewMut<'_, O, D>,
+        ) -> Result<()>
+        where
+            S: Data<Elem: Element>,
+            M: Data<Elem: Real>,
+            O: Element<Real = <S::Elem as Element>::Real>,
+            D: Dimension,
+        {
+            let plan = ($build)(input.shape(), options)?;
+            self.dense(input, plan, output)
+        }
+    )+};
+}
+
+pub(crate) use weighted_operations;
+
 impl Ndimage<'_> {
     separable_operations!(engine_methods);
 
-    /// `scipy.ndimage.correlate1d`: correlation with `weights` (of either float type) along
-    /// `axis` (negative counts from the end); the mode and origin of that axis apply.
-    ///
-    /// # Errors
-    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidParameter`]
-    /// for an axis out of range, then as [`Ndimage::gaussian_filter`].
-    pub fn correlate1d<S, M, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, Ix1>,
-        axis: isize,
-        options: &NdOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        D: Dimension,
-    {
-        try_filled(input.raw_dim(), |output| {
-            self.correlate1d_into(input, weights, axis, options, output)
-        })
-    }
-
-    /// [`Ndimage::correlate1d`] into a caller's view of the input's shape.
-    ///
-    /// # Errors
-    /// As [`Ndimage::correlate1d`], plus [`ConvError::ShapeMismatch`] and
-    /// [`ConvError::OverlappingOutput`].
-    pub fn correlate1d_into<S, M, O, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, Ix1>,
-        axis: isize,
-        options: &NdOptions,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: Dimension,
-    {
-        let filter = filters::filter1d(input.ndim(), taps(weights).0, axis, false, options)?;
-        self.separable(input, &filter, output)
-    }
-
-    /// `scipy.ndimage.convolve1d`: [`Ndimage::correlate1d`] with the weights reversed (and
-    /// SciPy's origin rule for even lengths).
-    ///
-    /// # Errors
-    /// As [`Ndimage::correlate1d`].
-    pub fn convolve1d<S, M, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, Ix1>,
-        axis: isize,
-        options: &NdOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        D: Dimension,
-    {
-        try_filled(input.raw_dim(), |output| {
-            self.convolve1d_into(input, weights, axis, options, output)
-        })
-    }
-
-    /// [`Ndimage::convolve1d`] into a caller's view of the input's shape.
-    ///
-    /// # Errors
-    /// As [`Ndimage::correlate1d_into`].
-    pub fn convolve1d_into<S, M, O, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, Ix1>,
-        axis: isize,
-        options: &NdOptions,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: Dimension,
-    {
-        let filter = filters::filter1d(input.ndim(), taps(weights).0, axis, true, options)?;
-        self.separable(input, &filter, output)
-    }
-
-    /// `scipy.ndimage.correlate` with a mask of the input's dimensions (one mode for every
-    /// axis, an origin once or per axis): a signal, an image `H x W`, a volume `D x H x W`, a
-    /// batch `N x H x W` (a mask `1 x h x w` filters each image on its own, in one launch), or
-    /// either with channels last (`.. x C`, a mask of extent 1 along them).
-    ///
-    /// # Errors
-    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidParameter`]
-    /// for a mask of other dimensions, an input of more than 4, a mask across the channels or
-    /// modes that differ per axis; [`ConvError::InvalidLaunch`] for a mask slice too large to
-    /// stage; then as [`Ndimage::gaussian_filter`].
-    pub fn correlate<S, M, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, D>,
-        options: &NdOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        D: Dimension,
-    {
-        try_filled(input.raw_dim(), |output| {
-            self.correlate_into(input, weights, options, output)
-        })
-    }
-
-    /// [`Ndimage::correlate`] into a caller's view of the input's shape.
-    ///
-    /// # Errors
-    /// As [`Ndimage::correlate`], plus [`ConvError::ShapeMismatch`] and
-    /// [`ConvError::OverlappingOutput`].
-    pub fn correlate_into<S, M, O, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, D>,
-        options: &NdOptions,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: Dimension,
-    {
-        self.dense(input, weights, false, options, output)
-    }
-
-    /// `scipy.ndimage.convolve`: [`Ndimage::correlate`] with the mask flipped on every axis.
-    ///
-    /// # Errors
-    /// As [`Ndimage::correlate`].
-    pub fn convolve<S, M, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, D>,
-        options: &NdOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        D: Dimension,
-    {
-        try_filled(input.raw_dim(), |output| {
-            self.convolve_into(input, weights, options, output)
-        })
-    }
-
-    /// [`Ndimage::convolve`] into a caller's view of the input's shape.
-    ///
-    /// # Errors
-    /// As [`Ndimage::correlate_into`].
-    pub fn convolve_into<S, M, O, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, D>,
-        options: &NdOptions,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: Dimension,
-    {
-        self.dense(input, weights, true, options, output)
-    }
+    weighted_operations!(weighted_engine_methods);
 
     /// Runs a separable filter on the GPU.
     fn separable<S, O, D>(
@@ -415,23 +333,19 @@ impl Ndimage<'_> {
             })
     }
 
-    /// Runs a dense correlation (or, with `flip`, convolution) on the GPU.
-    fn dense<S, M, O, D>(
+    /// Runs a planned correlation with a mask on the GPU.
+    fn dense<S, O, D>(
         &self,
         input: &ArrayBase<S, D>,
-        weights: &ArrayBase<M, D>,
-        flip: bool,
-        options: &NdOptions,
+        plan: Dense,
         output: ArrayViewMut<'_, O, D>,
     ) -> Result<()>
     where
         S: Data<Elem: Element>,
-        M: Data<Elem: Real>,
         O: Element<Real = <S::Elem as Element>::Real>,
         D: Dimension,
     {
-        let (weights, weights_shape) = taps(weights);
-        match dense::plan(input.shape(), weights, &weights_shape, flip, options)? {
+        match plan {
             Dense::Line(filter) => self.separable(input, &filter, output),
             Dense::Plane {
                 mask,

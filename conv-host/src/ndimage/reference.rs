@@ -4,7 +4,7 @@
 use super::dense::{self, Dense};
 use super::device::{UNCLAMPED, term_finish};
 use super::filters::{self, Filter};
-use super::{NdOptions, PerAxis, ndim_error, separable_operations, taps};
+use super::{NdOptions, PerAxis, ndim_error, separable_operations, taps, weighted_operations};
 use crate::axis::Combine;
 use crate::element::{Element, Real};
 use crate::error::Result;
@@ -68,91 +68,38 @@ macro_rules! reference_functions {
 
 separable_operations!(reference_functions);
 
-/// CPU twin of [`Ndimage::correlate1d`](crate::ndimage::Ndimage::correlate1d).
-///
-/// # Errors
-/// As its parameter errors.
-pub fn correlate1d<S, M, D>(
-    input: &ArrayBase<S, D>,
-    weights: &ArrayBase<M, Ix1>,
-    axis: isize,
-    options: &NdOptions,
-) -> Result<Array<f64, D>>
-where
-    S: Data<Elem: Element>,
-    M: Data<Elem: Real>,
-    D: Dimension,
-{
-    let filter = filters::filter1d(input.ndim(), taps(weights).0, axis, false, options)?;
-    Ok(separable(input, &filter))
+/// The CPU twins of the operations with a mask.
+macro_rules! weighted_reference_functions {
+    ($($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
+        #[doc = concat!("CPU twin of [`Ndimage::", stringify!($name), "`](crate::ndimage::Ndimage::", stringify!($name), "), for every element type, returning the unrounded f64 result.")]
+        ///
+        /// # Errors
+        #[doc = concat!("As [`Ndimage::", stringify!($name), "`](crate::ndimage::Ndimage::", stringify!($name), ")'s parameter errors.")]
+        pub fn $name<S, M, D>(
+            input: &ArrayBase<S, D>,
+            $($arg: $ty,)*
+            options: &NdOptions,
+        ) -> Result<Array<f64, D>>
+        where
+            S: Data<Elem: Element>,
+            M: Data<Elem: Real>,
+            D: Dimension,
+        {
+            let plan = ($build)(input.shape(), options)?;
+            filter_dense(input, plan)
+        }
+    )+};
 }
 
-/// CPU twin of [`Ndimage::convolve1d`](crate::ndimage::Ndimage::convolve1d).
-///
-/// # Errors
-/// As its parameter errors.
-pub fn convolve1d<S, M, D>(
-    input: &ArrayBase<S, D>,
-    weights: &ArrayBase<M, Ix1>,
-    axis: isize,
-    options: &NdOptions,
-) -> Result<Array<f64, D>>
-where
-    S: Data<Elem: Element>,
-    M: Data<Elem: Real>,
-    D: Dimension,
-{
-    let filter = filters::filter1d(input.ndim(), taps(weights).0, axis, true, options)?;
-    Ok(separable(input, &filter))
-}
+weighted_operations!(weighted_reference_functions);
 
-/// CPU twin of [`Ndimage::correlate`](crate::ndimage::Ndimage::correlate).
-///
-/// # Errors
-/// As its parameter errors.
-pub fn correlate<S, M, D>(
-    input: &ArrayBase<S, D>,
-    weights: &ArrayBase<M, D>,
-    options: &NdOptions,
-) -> Result<Array<f64, D>>
+/// A planned correlation with a mask, in f64.
+fn filter_dense<S, D>(input: &ArrayBase<S, D>, plan: Dense) -> Result<Array<f64, D>>
 where
     S: Data<Elem: Element>,
-    M: Data<Elem: Real>,
     D: Dimension,
 {
-    filter_dense(input, weights, false, options)
-}
-
-/// CPU twin of [`Ndimage::convolve`](crate::ndimage::Ndimage::convolve).
-///
-/// # Errors
-/// As its parameter errors.
-pub fn convolve<S, M, D>(
-    input: &ArrayBase<S, D>,
-    weights: &ArrayBase<M, D>,
-    options: &NdOptions,
-) -> Result<Array<f64, D>>
-where
-    S: Data<Elem: Element>,
-    M: Data<Elem: Real>,
-    D: Dimension,
-{
-    filter_dense(input, weights, true, options)
-}
-
-fn filter_dense<S, M, D>(
-    input: &ArrayBase<S, D>,
-    weights: &ArrayBase<M, D>,
-    flip: bool,
-    options: &NdOptions,
-) -> Result<Array<f64, D>>
-where
-    S: Data<Elem: Element>,
-    M: Data<Elem: Real>,
-    D: Dimension,
-{
-    let (weights, weights_shape) = taps(weights);
-    match dense::plan(input.shape(), weights, &weights_shape, flip, options)? {
+    match plan {
         Dense::Line(filter) => Ok(separable(input, &filter)),
         Dense::Plane {
             mask,
