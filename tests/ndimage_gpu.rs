@@ -201,12 +201,16 @@ fn the_filter_family_matches_the_reference() {
 /// twin.
 fn volumes<T: Random>(rng: &mut StdRng) {
     let nd = engine().ndimage();
-    let cases: [(&[usize], &[usize]); 7] = [
+    let cases: [(&[usize], &[usize]); 10] = [
         (&[13, 37, 45], &[3, 3, 3]),
+        (&[70, 9, 35], &[3, 3, 3]),
         (&[11, 20, 70], &[5, 5, 5]),
         (&[9, 17, 40], &[2, 4, 3]),
         // A batch: each image on its own.
         (&[21, 19, 50], &[1, 5, 5]),
+        (&[10, 33, 29], &[1, 3, 3]),
+        // Deeper than one launch's ring of sums: one launch per 8 mask slices, each adding.
+        (&[30, 9, 40], &[19, 2, 3]),
         // Deeper, taller and wider than the input.
         (&[4, 6, 7], &[9, 9, 17]),
         (&[7, 20, 33, 3], &[3, 3, 3, 1]),

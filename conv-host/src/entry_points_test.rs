@@ -46,7 +46,10 @@ const KERNEL_NAMES: &[&str] = &[
     "conv3d_tiled_m3",
     "conv3d_tiled_m3_f64",
     "conv3d_tiled_m5",
-    "conv3d_tiled_m5_f64",
+    "conv3d_tiled_m1x3",
+    "conv3d_tiled_m1x3_f64",
+    "conv3d_tiled_m1x5",
+    "conv3d_tiled_m1x5_f64",
 ];
 
 /// Every kernel the host may launch is in the PTX, so that loading it on first use can

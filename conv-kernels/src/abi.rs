@@ -537,10 +537,11 @@ pub const fn axis_shared_elements(columns: u64, mask_len: u64) -> u64 {
 ///
 /// The volume is contiguous, `depth x height x width x channels`: output `(z, y, x, c)` is
 /// `sum mask[i][j][k] * ext(z + i - front, y + j - top, x + k - left, c)`, `ext` extending the
-/// volume along each axis by `mode` (with `cval` for `MODE_CONSTANT`), then clamped. A batch of
-/// images is a volume filtered by a mask one slice deep. A block owns `CONV3D_BLOCK.0` elements
-/// of `CONV3D_BLOCK.1` rows of `CONV3D_SLICES` slices; blocks run along the row first, then down
-/// the rows, then through the slices.
+/// volume along each axis by `mode` (with `cval` for `MODE_CONSTANT`), added to what the
+/// output holds where `accumulate` is set, then clamped. A batch of images is a volume
+/// filtered by a mask one slice deep. A block owns `CONV3D_THREADS.0` elements of
+/// `CONV3D_THREADS.1 * conv3d_rows(..)` rows of `slices` slices; blocks run along the row
+/// first, then down the rows, then through the slices.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Conv3dParams {
@@ -556,14 +557,17 @@ pub struct Conv3dParams {
     pub mask_d: u64,
     pub mask_h: u64,
     pub mask_w: u64,
-    /// Mask slices, rows and columns before the output position (anchors).
-    pub front: u64,
+    /// Mask slices before the output position (negative for the later slices of a mask
+    /// deeper than `CONV3D_RING`, run as a launch of their own).
+    pub front: i64,
+    /// Mask rows and columns before the output position.
     pub top: u64,
     pub left: u64,
-    /// Tiles along a row, down the rows and through the slices.
+    /// Tiles along a row and down the rows.
     pub x_tiles: u64,
     pub y_tiles: u64,
-    pub z_tiles: u64,
+    /// Output slices per block.
+    pub slices: u64,
     /// Index of this launch's first block, for volumes that need more blocks than one grid holds.
     pub block_offset: u64,
     /// One of the `MODE_*` codes.
@@ -574,19 +578,33 @@ pub struct Conv3dParams {
     pub clamp_lo: f32,
     /// Upper clamp of the output (`+inf` for none).
     pub clamp_hi: f32,
+    /// Nonzero: add the sums to what the output holds.
+    pub accumulate: u32,
 }
 
-/// Block of the 3D kernels: elements along a row (x times channels) and rows.
-pub const CONV3D_BLOCK: (u32, u32) = (32, 8);
-/// Consecutive output slices each thread of a 3D kernel computes.
-pub const CONV3D_SLICES: u32 = 8;
+/// Threads of a 3D block: along a row (one element each) and down the rows.
+pub const CONV3D_THREADS: (u32, u32) = (32, 8);
+/// Mask slices a 3D kernel for shapes read at run time takes in one launch.
+pub const CONV3D_RING: usize = 8;
+/// Rows each thread of a 3D kernel computes, for a compiled `depth x side x side` mask
+/// (`side = 0`: shapes read at run time) over elements of `bytes` bytes: 4 for `f32` masks up
+/// to 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), else 1,
+/// where the sums of more rows spilled registers.
+pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64) -> u64 {
+    if side > 0 && depth <= 3 && bytes == 4 {
+        4
+    } else {
+        1
+    }
+}
 
 /// Elements per staged row of a 3D block for a mask `mask_w` wide over `channels` channels.
 pub const fn conv3d_row_elements(mask_w: u64, channels: u64) -> u64 {
-    CONV3D_BLOCK.0 as u64 + (mask_w - 1) * channels
+    CONV3D_THREADS.0 as u64 + (mask_w - 1) * channels
 }
 
-/// Shared-memory elements of a 3D block: two staged slices of the tile and its halo.
-pub const fn conv3d_shared_elements(mask_h: u64, mask_w: u64, channels: u64) -> u64 {
-    2 * (CONV3D_BLOCK.1 as u64 + mask_h - 1) * conv3d_row_elements(mask_w, channels)
+/// Shared-memory elements of a 3D block of threads computing `rows` rows each: two staged
+/// slices of the tile and its halo.
+pub const fn conv3d_shared_elements(rows: u64, mask_h: u64, mask_w: u64, channels: u64) -> u64 {
+    2 * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * conv3d_row_elements(mask_w, channels)
 }

@@ -214,35 +214,37 @@ impl<T: Real> Volume<T> {
         }
     }
 
-    /// Offset of row `y` of slice `z` of the extended volume (either may lie outside), or
-    /// `None` for a row of constant ghost cells.
+    /// Offset of slice `z` of the extended volume (may lie outside), or `None` for a slice of
+    /// constant ghost cells.
     #[inline(always)]
-    pub fn row(self, z: i64, y: i64) -> Option<u64> {
-        let z = fold_axis(z, self.depth, self.mode)?;
-        let y = fold_axis(y, self.height, self.mode)?;
-        Some((z as u64 * self.height + y as u64) * self.width * self.channels)
+    pub fn slice(self, z: i64) -> Option<u64> {
+        fold_axis(z, self.depth, self.mode)
+            .map(|z| z as u64 * self.height * self.width * self.channels)
     }
 
-    /// Element `element` (= `x * channels + c`, may lie outside) of a row from
-    /// [`Volume::row`].
+    /// Offset within a slice of element `element` (= `x * channels + c`) of row `y` (either
+    /// may lie outside), or `None` for a constant ghost cell.
     #[inline(always)]
-    pub fn at(self, row: Option<u64>, element: i64) -> T {
+    pub fn in_slice(self, y: i64, element: i64) -> Option<u64> {
+        let y = fold_axis(y, self.height, self.mode)? as u64;
         let row_elements = self.width * self.channels;
-        if (element as u64) < row_elements {
-            return match row {
-                // SAFETY: the row was folded into the volume, the element lies in it.
-                Some(row) => unsafe { *self.data.add((row + element as u64) as usize) },
-                None => self.cval,
-            };
-        }
-        let channels = self.channels as i64;
-        let x = floor_div(element, channels);
-        let c = (element - x * channels) as u64;
-        match (row, fold_axis(x, self.width, self.mode)) {
-            // SAFETY: the slice, row and pixel were folded into the volume, and `c < channels`.
-            (Some(row), Some(x)) => unsafe {
-                *self.data.add((row + x as u64 * self.channels + c) as usize)
-            },
+        let element = if (element as u64) < row_elements {
+            element as u64
+        } else {
+            let channels = self.channels as i64;
+            let x = floor_div(element, channels);
+            let c = (element - x * channels) as u64;
+            fold_axis(x, self.width, self.mode)? as u64 * self.channels + c
+        };
+        Some(y * row_elements + element)
+    }
+
+    /// The element at a slice from [`Volume::slice`] and an offset from [`Volume::in_slice`].
+    #[inline(always)]
+    pub fn at(self, slice: Option<u64>, in_slice: Option<u64>) -> T {
+        match (slice, in_slice) {
+            // SAFETY: both were folded into the volume.
+            (Some(slice), Some(offset)) => unsafe { *self.data.add((slice + offset) as usize) },
             _ => self.cval,
         }
     }

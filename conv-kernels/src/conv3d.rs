@@ -1,96 +1,91 @@
 //! The 3D design: correlation of a `depth x height x width x channels` volume with a
 //! `mask_d x mask_h x mask_w` mask, and of a batch of images with a mask one slice deep.
 //!
-//! Thread mapping and tiling: a block of 256 threads owns `CONV3D_BLOCK` = 32 consecutive row
-//! elements (pixels times channels) of 8 rows, through `CONV3D_SLICES` = 8 consecutive
-//! slices; thread `t` owns element `t % 32` of row `t / 32` and keeps its 8 slices' sums in
-//! registers. The block walks through the `8 + mask_d - 1` input slices those outputs need,
-//! staging each slice's tile and halo (ghost cells folded there; none in tiles inside the
-//! volume) in one of two shared-memory buffers, the next slice's loads in flight during this
-//! one's multiply-adds, and adds each staged slice into the sums of the (up to `mask_d`) output
-//! slices it reaches, with the mask slice that lies between them. Every input element is read
-//! from device memory about once (halos come from L2). Memory latency bounds it: at 128
-//! registers two blocks fit an SM, too few warps to cover the loads (PERFORMANCE.md).
+//! Thread mapping and tiling: a block of 256 threads owns `CONV3D_THREADS.0` = 32 consecutive
+//! row elements (pixels times channels) of `8 ROWS` rows, through `p.slices` consecutive
+//! slices; thread `t` owns element `t % 32` of the `ROWS` consecutive rows from
+//! `ROWS (t / 32)`. The block streams through the `slices + mask_d - 1` input slices its
+//! outputs need, staging each slice's tile and halo (ghost cells folded there; none in tiles
+//! inside the volume) in one of two shared-memory buffers, the next slice's loads in flight in
+//! registers during this one's multiply-adds, one barrier a slice. Each thread reads its
+//! window of a staged slice once and adds every value into all the sums it reaches: a ring
+//! of `mask_d` sums per row, one per output slice in flight (through mask slices `mask_d - 1`
+//! down to 0). After each slice the oldest sum is complete and is stored, and the ring
+//! shifts. Every input element is read from device memory about once (halos come from L2).
+//!
+//! Mask shapes compiled in (`SIDE`, `DEPTH` > 0: 3 x 3 x 3, 5 x 5 x 5, and 1 x 3 x 3 and
+//! 1 x 5 x 5 for batches) unroll every loop, each tap a constant-memory operand of its
+//! multiply-add, 4 rows a thread. Other shapes read their extents at run time, one row a
+//! thread, the taps from global memory, masks up to `CONV3D_RING` slices deep; the host runs
+//! deeper ones as several launches, each adding its slices' share (`p.accumulate`).
 
-use crate::abi::{CONV3D_BLOCK, CONV3D_SLICES, Conv3dParams, conv3d_row_elements};
+use crate::abi::{CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_row_elements, conv3d_rows};
 use crate::boundary::Volume;
 use crate::element::Real;
 use crate::gpu::{
-    GlobalMask, Mask, SharedTile, Walk, block_idx_x, div_rem, sync_threads, thread_idx_x,
+    ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, div_rem, sync_threads,
+    thread_idx_x,
 };
 
-const SLICES: usize = CONV3D_SLICES as usize;
-const BLOCK_W: u64 = CONV3D_BLOCK.0 as u64;
-const BLOCK_H: u64 = CONV3D_BLOCK.1 as u64;
-const THREADS: u64 = BLOCK_W * BLOCK_H;
-/// Staged elements per thread loaded a slice ahead.
-const AHEAD: usize = 2;
+const THREADS_X: u64 = CONV3D_THREADS.0 as u64;
+const THREADS_Y: u64 = CONV3D_THREADS.1 as u64;
+const THREADS: u64 = THREADS_X * THREADS_Y;
+/// Staged elements per thread loaded a slice ahead, into registers, for compiled mask shapes:
+/// all of a 5 x 5 slice's tile and halo over up to 4 channels (`36 x 48 <= 8 x 256`).
+const AHEAD: usize = 8;
+/// The in-slice offset of a constant ghost cell.
+const GHOST: u32 = u32::MAX;
 
 /// The 3D design (see the module's doc).
 ///
 /// # Safety
 /// `input` and `output` hold `depth * height * width * channels >= 1` elements and do not
-/// overlap; `mask` holds `mask_d * mask_h * mask_w` taps; the tile counts cover the volume; a
-/// 256-thread launch with `conv3d_shared_elements(mask_h, mask_w, channels) * size_of::<T>()`
-/// bytes of shared memory; for `SIDE > 0`, `mask_h = mask_w = SIDE`.
-///
-/// `SIDE` fixes the mask slice's side at compile time (0: read from `p`): the tap loops then
-/// unroll, and every shared-memory and mask load of a slice is issued before the multiply-adds
-/// wait on them (with the sides read at run time, a 3 x 3 slice ran one dependent load pair per
-/// tap, 4.2 ms for 512^3 on an H100).
+/// overlap; `mask` holds the launch's `mask_d * mask_h * mask_w` taps; `p.x_tiles` and
+/// `p.y_tiles` count tiles of 32 elements and `8 ROWS` rows, the grid covers the slices in
+/// steps of `p.slices >= 1`; a 256-thread launch with
+/// `conv3d_shared_elements(ROWS, mask_h, mask_w, channels) * size_of::<T>()` bytes of shared
+/// memory; `mask_d <= RING`; for `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH =
+/// RING`.
 #[inline(always)]
-unsafe fn tiled<T: Real, const SIDE: u32>(
+unsafe fn tiled<
+    T: Real,
+    M: Mask<T>,
+    const SIDE: u32,
+    const DEPTH: u32,
+    const RING: usize,
+    const ROWS: usize,
+>(
     input: *const T,
-    mask: *const T,
+    mask: M,
     output: *mut T,
     p: &Conv3dParams,
 ) {
+    const { assert!((SIDE == 0 && DEPTH == 0) || (SIDE > 0 && DEPTH as usize == RING)) };
+    let tile_h = THREADS_Y * ROWS as u64;
     let (rest, x_tile) = div_rem(p.block_offset + block_idx_x(), p.x_tiles);
     let (z_tile, y_tile) = div_rem(rest, p.y_tiles);
     let row_elements = p.width * p.channels;
-    let (e0, y0, z0) = (x_tile * BLOCK_W, y_tile * BLOCK_H, z_tile * SLICES as u64);
+    let (e0, y0, z0) = (x_tile * THREADS_X, y_tile * tile_h, z_tile * p.slices);
     let tid = thread_idx_x();
-    let (tx, ty) = ((tid % BLOCK_W) as u32, (tid / BLOCK_W) as u32);
+    let (tx, ty) = ((tid % THREADS_X) as u32, (tid / THREADS_X) as u32);
     let staged_w = conv3d_row_elements(p.mask_w, p.channels);
-    let staged_h = BLOCK_H + p.mask_h - 1;
+    let staged_h = tile_h + p.mask_h - 1;
     // SAFETY: `input` holds the volume (caller).
     let volume = unsafe { Volume::new(input, p) };
     let first_e = e0 as i64 - (p.left * p.channels) as i64;
     let first_y = y0 as i64 - p.top as i64;
-    let plane_inside = first_e >= 0
-        && first_e as u64 + staged_w <= row_elements
-        && first_y >= 0
-        && first_y as u64 + staged_h <= p.height;
-    let mask = GlobalMask(mask);
-    let side = |runtime: u64| if SIDE > 0 { SIDE } else { runtime as u32 };
-    let (mask_h, mask_w, channels, row_words) = (
-        side(p.mask_h),
-        side(p.mask_w),
-        p.channels as u32,
-        staged_w as u32,
+    let compiled = |size: u32, runtime: u64| if size > 0 { size } else { runtime as u32 };
+    let (mask_d, mask_h, mask_w) = (
+        compiled(DEPTH, p.mask_d),
+        compiled(SIDE, p.mask_h),
+        compiled(SIDE, p.mask_w),
     );
-    let mut acc = [T::ZERO; SLICES];
-    // The last tile through the slices stages only the slices its outputs need.
-    let outputs = (p.depth - z0).min(SLICES as u64);
-    let slices = outputs + p.mask_d - 1;
+    let (channels, row_words) = (p.channels as u32, staged_w as u32);
+    let outputs = (p.depth - z0).min(p.slices);
+    let slices = outputs + u64::from(mask_d) - 1;
     let buffer = staged_w * staged_h;
-    // The loads of staged slice `s`, element `e` of row `r` of the tile and its halo.
-    let loader = |s: u64| {
-        let z = (z0 + s) as i64 - p.front as i64;
-        let slice_inside = z >= 0 && (z as u64) < p.depth;
-        move |r: u32, e: u32| {
-            let (r, e) = (u64::from(r), u64::from(e));
-            if plane_inside && slice_inside {
-                let at = (z as u64 * p.height + (first_y as u64 + r)) * row_elements
-                    + first_e as u64
-                    + e;
-                // SAFETY: the slice, rows and elements staged lie inside the volume.
-                unsafe { *input.add(at as usize) }
-            } else {
-                volume.at(volume.row(z, first_y + r as i64), first_e + e as i64)
-            }
-        }
-    };
+    // The volume's offset of staged slice `s`, folded by the mode (`None`: constant ghosts).
+    let slice = |s: u64| volume.slice((z0 + s) as i64 - p.front);
     let storer = |s: u64| {
         let base = (s % 2) * buffer;
         // SAFETY: row `r < staged_h`, element `e < staged_w`, buffer 0 or 1: inside the
@@ -99,91 +94,155 @@ unsafe fn tiled<T: Real, const SIDE: u32>(
             SharedTile::store_real(base + u64::from(r * row_words + e), value)
         }
     };
-    // A thread's first `AHEAD` staged elements are loaded a slice ahead, into registers, so
-    // that their loads overlap the multiply-adds of the slice before; any further ones (large
-    // masks) are staged after.
-    // None ahead in f64 with the sides read at run time, where one or two spilled registers.
-    let ahead_count = if SIDE == 0 && size_of::<T>() == 8 {
-        0
-    } else {
-        AHEAD
+    // Compiled mask shapes keep `AHEAD` loads ahead in `f32` and two in `f64`, shapes read
+    // at run time two in `f32` and none in `f64`: more spilled registers.
+    let ahead_count = match (SIDE, size_of::<T>()) {
+        (0, 8) => 0,
+        (0, _) | (_, 8) => 2,
+        _ => AHEAD,
     };
+    // A thread's first `ahead_count` staged elements sit at the same place in every slice:
+    // their offsets within a slice, folded once (`GHOST`: constant ghosts; past the tile's
+    // end: never read). They are loaded a slice ahead, into registers, so that their loads
+    // overlap the multiply-adds of the slice before.
     let first = Walk::new(tid as u32, THREADS as u32, row_words);
-    let rest = Walk::new(
-        tid as u32 + (ahead_count as u64 * THREADS) as u32,
-        THREADS as u32,
-        row_words,
-    );
-    first.stage(staged_h as u32, loader(0), storer(0));
-    sync_threads();
-    for s in 0..slices {
-        let mut ahead = [(u32::MAX, 0u32, T::ZERO); AHEAD];
-        if s + 1 < slices {
-            let load = loader(s + 1);
-            let mut walk = first;
-            for slot in ahead.iter_mut().take(ahead_count) {
-                if u64::from(walk.row) < staged_h {
-                    *slot = (walk.row, walk.column, load(walk.row, walk.column));
-                    walk.advance();
-                }
+    let mut offsets = [GHOST; AHEAD];
+    let mut rest = first;
+    for offset in offsets.iter_mut().take(ahead_count) {
+        if u64::from(rest.row) < staged_h {
+            let (r, e) = (i64::from(rest.row), i64::from(rest.column));
+            // Offsets within a slice fit 32 bits: a slice of 2^32 elements is 16 GiB of `f32`.
+            *offset = volume
+                .in_slice(first_y + r, first_e + e)
+                .map_or(GHOST, |o| o as u32);
+        }
+        rest.advance();
+    }
+    let load_ahead = |s: u64| {
+        let base = slice(s);
+        let mut values = [T::ZERO; AHEAD];
+        for (value, &offset) in values.iter_mut().zip(&offsets).take(ahead_count) {
+            *value = volume.at(base, (offset != GHOST).then_some(u64::from(offset)));
+        }
+        values
+    };
+    // Stores slice `s`'s elements: the thread's first ones from `ahead`, the others (large
+    // masks or many channels) loaded now.
+    let stage = |s: u64, ahead: &[T; AHEAD]| {
+        let store = storer(s);
+        let mut walk = first;
+        for &value in ahead.iter().take(ahead_count) {
+            if u64::from(walk.row) < staged_h {
+                store(walk.row, walk.column, value);
             }
+            walk.advance();
+        }
+        let base = slice(s);
+        let load = |r: u32, e: u32| {
+            volume.at(
+                base,
+                volume.in_slice(first_y + i64::from(r), first_e + i64::from(e)),
+            )
+        };
+        rest.stage(staged_h as u32, load, store);
+    };
+    // `sums[j][r]`: row `r`'s sum of the output slice that staged slice `s` meets through
+    // mask slice `mask_d - 1 - j`.
+    let mut sums = [[T::ZERO; ROWS]; RING];
+    let e = e0 + u64::from(tx);
+    let first_row = y0 + u64::from(ty) * ROWS as u64;
+    let window_rows = ROWS as u32 + mask_h - 1;
+    let mut ahead = load_ahead(0);
+    for s in 0..slices {
+        stage(s, &ahead);
+        // One barrier a slice: slice `s`'s buffer is complete, and the other one, which the
+        // next slice overwrites, has been read.
+        sync_threads();
+        if s + 1 < slices {
+            ahead = load_ahead(s + 1);
         }
         let base = (s % 2) * buffer;
-        for (k, sum) in acc.iter_mut().enumerate() {
-            // Staged slice `s` meets output slice `k` through mask slice `s - k`.
-            let dz = s as i64 - k as i64;
-            if dz < 0 || dz as u64 >= p.mask_d {
-                continue;
-            }
-            let taps = dz as u64 * u64::from(mask_h * mask_w);
-            let mut total = *sum;
-            for dy in 0..mask_h {
-                let row = base + u64::from((ty + dy) * row_words + tx);
-                let tap_row = taps + u64::from(dy * mask_w);
-                for dx in 0..mask_w {
-                    // SAFETY: row `ty + dy < staged_h`, element `tx + dx * channels <
-                    // staged_w` of this slice's buffer, stored before the last barrier.
-                    let value = unsafe { SharedTile::load_real(row + u64::from(dx * channels)) };
-                    total = T::fma(mask.tap(tap_row + u64::from(dx)), value, total);
+        for i in 0..window_rows {
+            let row = base + u64::from((ty * ROWS as u32 + i) * row_words + tx);
+            for dx in 0..mask_w {
+                // SAFETY: row `ty ROWS + i < staged_h`, element `tx + dx * channels <
+                // staged_w` of this slice's buffer, stored before the last barrier.
+                let value = unsafe { SharedTile::load_real(row + u64::from(dx * channels)) };
+                for r in 0..ROWS {
+                    let dy = i.wrapping_sub(r as u32);
+                    if dy >= mask_h {
+                        continue;
+                    }
+                    for (j, ring) in sums.iter_mut().enumerate() {
+                        if j as u32 >= mask_d {
+                            break;
+                        }
+                        let dz = mask_d - 1 - j as u32;
+                        let tap = mask.tap(u64::from((dz * mask_h + dy) * mask_w + dx));
+                        ring[r] = T::fma(tap, value, ring[r]);
+                    }
                 }
             }
-            *sum = total;
         }
-        if s + 1 < slices {
-            let store = storer(s + 1);
-            for &(r, e, value) in ahead.iter() {
-                if r != u32::MAX {
-                    store(r, e, value);
-                }
-            }
-            rest.stage(staged_h as u32, loader(s + 1), store);
-        }
-        // One barrier a slice: the next slice's buffer is complete, and this one, which the
-        // slice after next overwrites, has been read.
-        sync_threads();
-    }
-    let e = e0 + u64::from(tx);
-    let y = y0 + u64::from(ty);
-    if e < row_elements && y < p.height {
-        for (k, &sum) in acc.iter().enumerate() {
+        // The oldest sum in flight is complete: output slice `s - (mask_d - 1)`.
+        let k = s as i64 - i64::from(mask_d - 1);
+        if k >= 0 && e < row_elements {
             let z = z0 + k as u64;
-            if z < p.depth {
-                let at = (z * p.height + y) * row_elements + e;
-                // SAFETY: `z`, `y` and `e` lie inside the volume.
-                unsafe { *output.add(at as usize) = sum.clamp_to(p.clamp_lo, p.clamp_hi) };
+            for (r, &sum) in sums[0].iter().enumerate() {
+                let y = first_row + r as u64;
+                if y < p.height {
+                    let at = ((z * p.height + y) * row_elements + e) as usize;
+                    let total = if p.accumulate != 0 {
+                        // SAFETY: `z`, `y` and `e` lie inside the volume; this thread alone
+                        // writes the element.
+                        T::fma(T::from_f32(1.0), unsafe { *output.add(at) }, sum)
+                    } else {
+                        sum
+                    };
+                    // SAFETY: as above.
+                    unsafe { *output.add(at) = total.clamp_to(p.clamp_lo, p.clamp_hi) };
+                }
             }
         }
+        for j in 0..RING - 1 {
+            sums[j] = if ((j + 1) as u32) < mask_d {
+                sums[j + 1]
+            } else {
+                [T::ZERO; ROWS]
+            };
+        }
+        sums[RING - 1] = [T::ZERO; ROWS];
     }
 }
 
-/// Declares the 3D entry point `$name(input, mask, output, p)` for `$t` and mask slices of side
-/// `$side` (0: any shape).
+/// A kernel's mask, from the entry point's taps pointer.
+trait MaskAt<T: Real>: Mask<T> {
+    fn at(taps: *const T) -> Self;
+}
+
+impl<T: Real> MaskAt<T> for ConstantOperands {
+    /// The taps are in `MASK`; the pointer is unused.
+    #[inline(always)]
+    fn at(_: *const T) -> Self {
+        ConstantOperands
+    }
+}
+
+impl<T: Real> MaskAt<T> for GlobalMask<T> {
+    #[inline(always)]
+    fn at(taps: *const T) -> Self {
+        GlobalMask(taps)
+    }
+}
+
+/// Declares the 3D entry point `$name(input, mask, output, p)` over `$t` with the taps in
+/// `$mask` (`ConstantOperands`: in `MASK`, the pointer unused) for `[SIDE, DEPTH, RING, ROWS]`.
 macro_rules! conv3d_entry_points {
-    ($($t:ty, $side:literal => $name:ident);+ $(;)?) => {$(
-        #[doc = concat!("The 3D design over `", stringify!($t), "`, mask slices of side ", $side, " (0: any).")]
+    ($($name:ident: $t:ty, $mask:ty, [$side:literal, $depth:literal, $ring:expr, $rows:expr]);+ $(;)?) => {$(
+        #[doc = concat!("The 3D design over `", stringify!($t), "` for masks ", $depth, " x ", $side, " x ", $side, " (0: shapes read at run time).")]
         ///
         /// # Safety
-        /// As `tiled`.
+        /// As `tiled`, the taps in `MASK` for `ConstantOperands`.
         #[unsafe(no_mangle)]
         pub unsafe extern "ptx-kernel" fn $name(
             input: *const $t,
@@ -192,16 +251,26 @@ macro_rules! conv3d_entry_points {
             p: Conv3dParams,
         ) {
             // SAFETY: forwarded contract.
-            unsafe { tiled::<$t, $side>(input, mask, output, &p) }
+            unsafe {
+                tiled::<$t, $mask, $side, $depth, { $ring }, { $rows as usize }>(
+                    input,
+                    <$mask as MaskAt<$t>>::at(mask),
+                    output,
+                    &p,
+                )
+            }
         }
     )+};
 }
 
 conv3d_entry_points!(
-    f32, 0 => conv3d_tiled;
-    f32, 3 => conv3d_tiled_m3;
-    f32, 5 => conv3d_tiled_m5;
-    f64, 0 => conv3d_tiled_f64;
-    f64, 3 => conv3d_tiled_m3_f64;
-    f64, 5 => conv3d_tiled_m5_f64;
+    conv3d_tiled: f32, GlobalMask<f32>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 4)];
+    conv3d_tiled_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4)];
+    conv3d_tiled_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4)];
+    conv3d_tiled_m1x3: f32, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 4)];
+    conv3d_tiled_m1x5: f32, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 4)];
+    conv3d_tiled_f64: f64, GlobalMask<f64>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 8)];
+    conv3d_tiled_m3_f64: f64, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 8)];
+    conv3d_tiled_m1x3_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8)];
+    conv3d_tiled_m1x5_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8)];
 );

@@ -21,6 +21,12 @@ pub trait Real: Copy + PartialOrd + Default {
     /// # Safety
     /// The host uploaded at least `j + 1` taps of this type to `MASK`.
     unsafe fn constant_tap(j: u64) -> Self;
+    /// Tap `j` of `MASK`, loaded where it is used (never hoisted out of a loop), so that a
+    /// kernel with more taps than registers takes each from constant memory as an operand.
+    ///
+    /// # Safety
+    /// As [`Real::constant_tap`].
+    unsafe fn constant_operand(j: u64) -> Self;
     /// Reads the shared-window address `address`.
     ///
     /// # Safety
@@ -48,6 +54,18 @@ pub trait Real: Copy + PartialOrd + Default {
             self
         }
     }
+}
+
+/// The PTX of a load of `MASK` at byte offset `{offset}` into `{value}`, of PTX type `$ptx`.
+macro_rules! constant_load {
+    ($ptx:literal) => {
+        concat!(
+            "{{ .reg .u64 addr; mov.u64 addr, MASK; add.u64 addr, addr, {offset}; ",
+            "ld.const.",
+            $ptx,
+            " {value}, [addr]; }}"
+        )
+    };
 }
 
 /// Implements [`Real`] for a float type: its PTX type name, register class and size.
@@ -88,13 +106,26 @@ macro_rules! real {
                 // not written while a kernel runs, so the load is pure and may be hoisted.
                 unsafe {
                     asm!(
-                        concat!(
-                            "{{ .reg .u64 addr; mov.u64 addr, MASK; add.u64 addr, addr, {offset}; ",
-                            "ld.const.", $ptx, " {value}, [addr]; }}"
-                        ),
+                        constant_load!($ptx),
                         offset = in(reg64) j * $bytes,
                         value = out($class) value,
                         options(pure, nomem, nostack),
+                    );
+                }
+                value
+            }
+
+            #[inline(always)]
+            unsafe fn constant_operand(j: u64) -> Self {
+                let value: $t;
+                // SAFETY: as `constant_tap`. Not `pure`: the load stays at its use, where
+                // ptxas makes it an operand of the instruction that reads it.
+                unsafe {
+                    asm!(
+                        constant_load!($ptx),
+                        offset = in(reg64) j * $bytes,
+                        value = out($class) value,
+                        options(nomem, nostack),
                     );
                 }
                 value

@@ -265,6 +265,19 @@ impl<T: Real> Mask<T> for ConstantMask {
     }
 }
 
+/// The mask in `MASK`, each tap loaded at its use: for unrolled kernels with more taps than
+/// registers to hold them, where ptxas makes every load an operand of its multiply-add.
+#[derive(Clone, Copy)]
+pub struct ConstantOperands;
+
+impl<T: Real> Mask<T> for ConstantOperands {
+    #[inline(always)]
+    fn tap(self, j: u64) -> T {
+        // SAFETY: as `ConstantMask::tap`.
+        unsafe { T::constant_operand(j) }
+    }
+}
+
 /// A mask in global memory (the basic kernels, and masks longer than `MASK_CAPACITY`).
 #[derive(Clone, Copy)]
 pub struct GlobalMask<T = f32>(pub *const T);

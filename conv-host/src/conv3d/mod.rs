@@ -3,7 +3,7 @@
 
 pub(crate) mod reference;
 
-use crate::abi::{CONV3D_BLOCK, CONV3D_SLICES, Conv3dParams, conv3d_shared_elements};
+use crate::abi::{CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_rows, conv3d_shared_elements};
 use crate::element::Real;
 use crate::error::{ConvError, Result};
 use crate::options::BoundaryMode;
@@ -27,10 +27,39 @@ pub(crate) struct Mask3d {
     pub(crate) anchors: [usize; 3],
 }
 
+/// Output slices per block: enough blocks for eight a multiprocessor, at most 32 slices (the
+/// ring's first `mask_d - 1` slices are staged for no output of their own) and at least
+/// `2 (mask_d - 1)`, so that those slices stay under a third of the staged ones.
+fn slices_per_block(depth: u64, plane_tiles: u64, mask_d: u64, multiprocessors: u32) -> u64 {
+    let target_blocks = u64::from(multiprocessors.max(1)) * 8;
+    let spread = (depth * plane_tiles).div_ceil(target_blocks);
+    spread.clamp(1, 32).max(2 * (mask_d - 1)).min(depth)
+}
+
+/// The kernel for a mask of `dims` over `R`, and whether its shape is compiled in (taps in
+/// constant memory).
+fn entry_point<R: Real>(dims: [u64; 3]) -> (&'static str, bool) {
+    let f64 = size_of::<R>() == 8;
+    let entry = match (dims, f64) {
+        ([3, 3, 3], false) => "conv3d_tiled_m3",
+        ([5, 5, 5], false) => "conv3d_tiled_m5",
+        ([1, 3, 3], false) => "conv3d_tiled_m1x3",
+        ([1, 5, 5], false) => "conv3d_tiled_m1x5",
+        ([3, 3, 3], true) => "conv3d_tiled_m3_f64",
+        ([1, 3, 3], true) => "conv3d_tiled_m1x3_f64",
+        ([1, 5, 5], true) => "conv3d_tiled_m1x5_f64",
+        (_, false) => return ("conv3d_tiled", false),
+        (_, true) => return ("conv3d_tiled_f64", false),
+    };
+    (entry, true)
+}
+
 impl Session<'_> {
     /// Enqueues the correlation of the volume of `shape` (at least one element) with `mask` on
     /// the engine's stream, from `input` into `output` (each holding the volume's elements of
-    /// `R`, as bytes), clamped to `clamp`.
+    /// `R`, as bytes), clamped to `clamp`. Masks of a compiled shape run from constant memory;
+    /// others deeper than `CONV3D_RING` slices run as one launch per `CONV3D_RING` slices, each
+    /// adding its share to the output.
     ///
     /// # Errors
     /// [`ConvError::InvalidLaunch`] for a mask whose staged slice exceeds the device's shared
@@ -57,7 +86,10 @@ impl Session<'_> {
                 ),
             });
         }
-        let shared = conv3d_shared_elements(mask_h, mask_w, channels) * size_of::<R>() as u64;
+        let (entry_point, compiled) = entry_point::<R>([mask_d, mask_h, mask_w]);
+        let side = if compiled { mask_h } else { 0 };
+        let rows = conv3d_rows(mask_d, side, size_of::<R>() as u64);
+        let shared = conv3d_shared_elements(rows, mask_h, mask_w, channels) * size_of::<R>() as u64;
         let limit = self.device().max_shared_memory_per_block;
         if shared > u64::from(limit) {
             return Err(ConvError::InvalidLaunch {
@@ -70,61 +102,81 @@ impl Session<'_> {
             });
         }
         let taps: Vec<R> = mask.taps.iter().map(|&w| R::from_f64(w)).collect();
-        let device_mask = self.upload(&taps)?;
+        let device_mask = if compiled {
+            self.set_constant_mask(entry_point, &taps)?;
+            None
+        } else {
+            Some(self.upload(&taps)?)
+        };
         let (mode, cval) = mode.code_and_cval();
-        let x_tiles = (width * channels).div_ceil(u64::from(CONV3D_BLOCK.0));
-        let y_tiles = height.div_ceil(u64::from(CONV3D_BLOCK.1));
-        let z_tiles = depth.div_ceil(u64::from(CONV3D_SLICES));
-        let [front, top, left] = mask.anchors.map(|n| n as u64);
-        let params = |block_offset| Conv3dParams {
+        let x_tiles = (width * channels).div_ceil(u64::from(CONV3D_THREADS.0));
+        let y_tiles = height.div_ceil(u64::from(CONV3D_THREADS.1) * rows);
+        let ring = if compiled { mask_d } else { CONV3D_RING as u64 };
+        let slices = slices_per_block(
             depth,
-            height,
-            width,
-            channels,
-            mask_d,
-            mask_h,
-            mask_w,
-            front,
-            top,
-            left,
-            x_tiles,
-            y_tiles,
-            z_tiles,
-            block_offset,
-            mode,
-            cval,
-            clamp_lo: clamp.0,
-            clamp_hi: clamp.1,
-        };
-        let side = if mask_h == mask_w { mask_h } else { 0 };
-        let entry_point = match (side, size_of::<R>() == 8) {
-            (3, false) => "conv3d_tiled_m3",
-            (5, false) => "conv3d_tiled_m5",
-            (_, false) => "conv3d_tiled",
-            (3, true) => "conv3d_tiled_m3_f64",
-            (5, true) => "conv3d_tiled_m5_f64",
-            (_, true) => "conv3d_tiled_f64",
-        };
+            x_tiles * y_tiles,
+            mask_d.min(ring),
+            self.device().multiprocessor_count,
+        );
+        let z_tiles = depth.div_ceil(slices);
+        let [front, top, left] = mask.anchors.map(|n| n as u64);
+        let slice_taps = (mask_h * mask_w) as usize;
         let max_grid = u64::from(self.device().max_grid_dim.0);
-        for_each_grid(x_tiles * y_tiles * z_tiles, max_grid, |offset, count| {
-            let config = LaunchConfig {
-                grid_dim: (count as u32, 1, 1),
-                block_dim: (CONV3D_BLOCK.0 * CONV3D_BLOCK.1, 1, 1),
-                shared_mem_bytes: shared as u32,
+        // One launch per `ring` mask slices; the later ones add to the output, and only the
+        // last clamps.
+        for first_slice in (0..mask_d).step_by(ring as usize) {
+            let chunk_d = (mask_d - first_slice).min(ring);
+            let last = first_slice + chunk_d == mask_d;
+            let params = |block_offset| Conv3dParams {
+                depth,
+                height,
+                width,
+                channels,
+                mask_d: chunk_d,
+                mask_h,
+                mask_w,
+                front: front as i64 - first_slice as i64,
+                top,
+                left,
+                x_tiles,
+                y_tiles,
+                slices,
+                block_offset,
+                mode,
+                cval,
+                clamp_lo: if last { clamp.0 } else { f32::NEG_INFINITY },
+                clamp_hi: if last { clamp.1 } else { f32::INFINITY },
+                accumulate: u32::from(first_slice > 0),
             };
-            let p = params(offset);
-            // SAFETY: both buffers hold the volume's elements of `R` (checked above; the
-            // callers pass distinct buffers), `device_mask` its taps; `p` describes the volume
-            // and this grid's blocks; 256 threads with the staged slice's shared memory, within
-            // the device's limit (checked above).
-            unsafe {
-                self.launch_async(self.stream(), entry_point, config, |args| {
-                    args.arg(input);
-                    args.arg(&device_mask);
-                    args.arg(&mut *output);
-                    args.arg(&p);
-                })
-            }
-        })
+            let chunk_taps = device_mask
+                .as_ref()
+                .map(|taps| taps.slice(first_slice as usize * slice_taps..));
+            for_each_grid(x_tiles * y_tiles * z_tiles, max_grid, |offset, count| {
+                let config = LaunchConfig {
+                    grid_dim: (count as u32, 1, 1),
+                    block_dim: (CONV3D_THREADS.0 * CONV3D_THREADS.1, 1, 1),
+                    shared_mem_bytes: shared as u32,
+                };
+                let p = params(offset);
+                // SAFETY: both buffers hold the volume's elements of `R` (checked above; the
+                // callers pass distinct buffers); the chunk's taps are in `chunk_taps` or, for
+                // compiled shapes, in MASK (written above on this stream), `chunk_d <= ring`;
+                // `p` describes the volume, this grid's blocks and tiles of `rows` rows a
+                // thread; 256 threads with the staged slices' shared memory, within the
+                // device's limit (checked above).
+                unsafe {
+                    self.launch_async(self.stream(), entry_point, config, |args| {
+                        args.arg(input);
+                        match &chunk_taps {
+                            Some(taps) => args.arg(taps),
+                            None => args.arg(input),
+                        };
+                        args.arg(&mut *output);
+                        args.arg(&p);
+                    })
+                }
+            })?;
+        }
+        Ok(())
     }
 }
