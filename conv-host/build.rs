@@ -216,8 +216,24 @@ fn entry_spans(ptx: &str) -> Vec<(&str, usize, usize)> {
 /// took an H100 from 0.501 to 0.430 ms on a 9 x 11 rank-1 mask at 8192^2, 0.634 to 0.541 ms at
 /// 15 x 31 and 0.432 to 0.370 ms at 7 x 3; four gained at most 3% more (PERFORMANCE.md).
 const GENERAL_SEPARABLE_BLOCKS: u32 = 3;
-/// Blocks per SM for the axis kernels: three (up to 80 registers; they use 58 to 76).
+/// Blocks per SM for the staged and direct axis kernels: three (up to 80 registers; they use
+/// 58 to 76).
 const AXIS_BLOCKS: u32 = 3;
+/// Blocks per SM for the ring axis kernels: two (up to 128 registers), where the sums and
+/// loads in flight of masks from 23 taps spilled at 80; one (255) from `AXIS_RING_ONE_BLOCK`
+/// taps, which spilled at 128.
+const AXIS_RING_BLOCKS: u32 = 2;
+const AXIS_RING_ONE_BLOCK: u32 = 27;
+
+/// Whether a `.visible .entry` line declares a ring axis kernel of at least
+/// `AXIS_RING_ONE_BLOCK` taps (`axis_ring_m{taps}`).
+fn long_ring(line: &str) -> bool {
+    line.split(".entry axis_ring_m")
+        .nth(1)
+        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|taps| taps.parse::<u32>().ok())
+        .is_some_and(|taps| taps >= AXIS_RING_ONE_BLOCK)
+}
 /// Blocks per SM for the 3D kernels: two (up to 128 registers), where their eight sums per
 /// thread (sixteen registers in f64), the unrolled taps' loads and a batch of staged loads
 /// spilled at 80.
@@ -253,7 +269,11 @@ fn bound_block_size(ptx: &str) -> String {
             } else if register {
                 Some(register_blocks_per_sm(line))
             } else if nd {
-                Some(if line.contains(".entry axis_") {
+                Some(if long_ring(line) {
+                    1
+                } else if line.contains(".entry axis_ring") {
+                    AXIS_RING_BLOCKS
+                } else if line.contains(".entry axis_") {
                     AXIS_BLOCKS
                 } else {
                     CONV3D_BLOCKS

@@ -52,6 +52,16 @@ const KERNEL_NAMES: &[&str] = &[
     "conv3d_tiled_m1x5_f64",
 ];
 
+/// The ring axis entry points cover the lengths the abi compiles.
+#[test]
+fn the_ring_table_matches_the_abi() {
+    let lengths: Vec<u32> = crate::axis::RING_ENTRY_POINTS
+        .iter()
+        .map(|&(n, _)| n as u32)
+        .collect();
+    assert_eq!(lengths, crate::abi::AXIS_RING_MASKS);
+}
+
 /// Every kernel the host may launch is in the PTX, so that loading it on first use can
 /// only fail for reasons of the driver's.
 #[test]
@@ -65,10 +75,12 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
         .chain(crate::conv2d::STREAM_ENTRY_POINTS)
         .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
         .map(|&(_, _, name)| name);
+    let ring = crate::axis::RING_ENTRY_POINTS.iter().map(|&(_, name)| name);
     let names: Vec<&str> = KERNEL_NAMES
         .iter()
         .copied()
         .chain(register_1d)
+        .chain(ring)
         .chain(specialised_2d)
         .collect();
     for name in &names {

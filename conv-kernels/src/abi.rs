@@ -500,12 +500,21 @@ pub struct AxisParams {
     pub clamp_hi: f32,
     /// One of the `COMBINE_*` codes.
     pub combine: u32,
+    /// Positions along the axis each thread of the ring design computes (its tiles are
+    /// `AXIS_RING_STRIPS * strip` long); unused by the others.
+    pub strip: u64,
 }
 
 /// Threads per block of the axis kernels.
 pub const AXIS_THREADS: u32 = 256;
 /// Consecutive outputs along the axis each thread of an axis kernel computes.
 pub const AXIS_OUTPUTS: u32 = 8;
+
+/// Strips of `strip` positions a block of the ring axis design stacks along the axis, one per
+/// warp of `AXIS_THREADS`: a warp's 32 threads own 32 consecutive lines.
+pub const AXIS_RING_STRIPS: u32 = AXIS_THREADS / 32;
+/// Mask lengths the ring axis design is compiled for.
+pub const AXIS_RING_MASKS: [u32; 15] = [3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
 
 /// Lines per axis tile: the elements after the axis, at most 32 (a warp reads 32 consecutive
 /// elements, one per line, at each position along the axis).

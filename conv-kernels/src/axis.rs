@@ -23,17 +23,20 @@
 //! per warp.
 
 use crate::abi::{
-    AXIS_OUTPUTS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE, COMBINE_STORE,
-    axis_rows, axis_slot,
+    AXIS_OUTPUTS, AXIS_RING_STRIPS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE,
+    COMBINE_STORE, axis_rows, axis_slot,
 };
 use crate::boundary::fold_index;
 use crate::element::Real;
 use crate::gpu::{
-    GlobalMask, Mask, SharedTile, Walk, block_idx_x, div_rem, sync_threads, thread_idx_x,
+    ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, div_rem, sync_threads,
+    thread_idx_x,
 };
 
 const THREADS: u64 = AXIS_THREADS as u64;
 const OUTPUTS: usize = AXIS_OUTPUTS as usize;
+/// Strips of a ring block: one per warp, stacked along the axis.
+const RING_STRIPS: u64 = AXIS_RING_STRIPS as u64;
 
 /// The block's tile: where its lines start and which positions along the axis it owns.
 #[derive(Clone, Copy)]
@@ -48,13 +51,14 @@ struct Tile {
 
 impl Tile {
     #[inline(always)]
-    fn of_block(p: &AxisParams) -> Self {
+    /// The tile of this block, for tiles of `rows` positions along the axis.
+    fn of_block(p: &AxisParams, rows: u64) -> Self {
         let (rest, row_tile) = div_rem(p.block_offset + block_idx_x(), p.row_tiles);
         let (outer, column_tile) = div_rem(rest, p.column_tiles);
         let column0 = column_tile * p.columns;
         Self {
             base: outer * p.len * p.inner + column0,
-            row0: row_tile * axis_rows(p.columns),
+            row0: row_tile * rows,
             column0,
         }
     }
@@ -153,10 +157,10 @@ fn slide<T: Real>(value: impl Fn(u64) -> T, mask: GlobalMask<T>, mask_len: u64) 
 /// shared memory.
 #[inline(always)]
 unsafe fn staged<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &AxisParams) {
-    let tile = Tile::of_block(p);
-    let tid = thread_idx_x();
     let columns = p.columns;
     let rows = axis_rows(columns);
+    let tile = Tile::of_block(p, rows);
+    let tid = thread_idx_x();
     let first = tile.row0 as i64 - p.left as i64;
     let staged_rows = rows + p.mask_len;
     let inside = first >= 0 && first as u64 + staged_rows <= p.len;
@@ -222,7 +226,7 @@ unsafe fn staged<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &A
 /// As [`staged`], with no shared memory.
 #[inline(always)]
 unsafe fn direct<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &AxisParams) {
-    let tile = Tile::of_block(p);
+    let tile = Tile::of_block(p, axis_rows(p.columns));
     let tid = thread_idx_x();
     let (group, column): (u64, u64) = (
         (tid as u32 / p.columns as u32).into(),
@@ -242,6 +246,73 @@ unsafe fn direct<T: Real>(input: *const T, mask: *const T, output: *mut T, p: &A
             // SAFETY: the position and the line exist.
             unsafe { tile.write(output, row, column, sum, p) };
         }
+    }
+}
+
+/// Ring axis design (see the module's doc) for a mask of `TAPS` taps in `MASK`.
+///
+/// # Safety
+/// `input` and `output` hold `outer * len * inner >= 1` elements and do not overlap; `MASK`
+/// holds the `TAPS = mask_len` taps; `inner >= 32`, `p.columns = 32`, `p.strip >= 1` and the
+/// tile counts match tiles of `RING_STRIPS * p.strip` positions; a 256-thread launch.
+#[inline(always)]
+unsafe fn ring<T: Real, const TAPS: usize>(input: *const T, output: *mut T, p: &AxisParams) {
+    let tile = Tile::of_block(p, RING_STRIPS * p.strip);
+    let tid = thread_idx_x();
+    let (strip, column) = (tid / 32, tid % 32);
+    let first_row = tile.row0 + strip * p.strip;
+    if !tile.has_line(column, p) || first_row >= p.len {
+        return;
+    }
+    let outputs = (p.len - first_row).min(p.strip);
+    // Step `t` reads position `first + t`; output `k` of the strip takes steps `k` to
+    // `k + TAPS - 1`, tap `j` at step `k + j`.
+    let steps = outputs + TAPS as u64 - 1;
+    let first = first_row as i64 - p.left as i64;
+    let inside = first >= 0 && first as u64 + steps <= p.len;
+    let line = tile.base + column;
+    // `sums[k % TAPS]`: the sum of output `k`, for the `TAPS` outputs in flight.
+    let mut sums = [T::ZERO; TAPS];
+    let mut t0 = 0;
+    let load = |t: u64| {
+        if inside {
+            let at = line + (first as u64 + t) * p.inner;
+            // SAFETY: the strip's positions lie inside the axis; the line exists.
+            unsafe { *input.add(at as usize) }
+        } else {
+            // SAFETY: the line exists; `read` folds the position.
+            unsafe { tile.read(input, first + t as i64, column, p) }
+        }
+    };
+    while t0 < steps {
+        // A round of `TAPS` steps: every load first, so that they are in flight together.
+        let mut values = [T::ZERO; TAPS];
+        for (u, value) in values.iter_mut().enumerate() {
+            if t0 + (u as u64) < steps {
+                *value = load(t0 + u as u64);
+            }
+        }
+        for (u, &value) in values.iter().enumerate() {
+            let t = t0 + u as u64;
+            if t >= steps {
+                break;
+            }
+            for j in 0..TAPS {
+                // Output `t - j`, whose slot is fixed by `u` and `j` since `t0 % TAPS = 0`.
+                let slot = (u + TAPS - j) % TAPS;
+                sums[slot] = T::fma(ConstantOperands.tap(j as u64), value, sums[slot]);
+            }
+            // Output `t - (TAPS - 1)` took its last tap: store it and free its slot for
+            // output `t + 1`.
+            let done = (u + 1) % TAPS;
+            if t + 1 >= TAPS as u64 {
+                let row = first_row + t + 1 - TAPS as u64;
+                // SAFETY: `row < first_row + outputs <= len`; the line exists.
+                unsafe { tile.write(output, row, column, sums[done], p) };
+            }
+            sums[done] = T::ZERO;
+        }
+        t0 += TAPS as u64;
     }
 }
 
@@ -283,4 +354,37 @@ macro_rules! axis_entry_points {
 axis_entry_points!(
     f32 => axis_staged, axis_direct;
     f64 => axis_staged_f64, axis_direct_f64;
+);
+
+/// Declares the ring axis entry points `$name` over `f32`, one per mask length.
+macro_rules! ring_entry_points {
+    ($(($name:ident, $taps:literal)),+ $(,)?) => {$(
+        #[doc = concat!("[`ring`] axis pass over `f32` for ", $taps, "-tap masks.")]
+        ///
+        /// # Safety
+        /// As `ring`.
+        #[unsafe(no_mangle)]
+        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: AxisParams) {
+            // SAFETY: forwarded contract.
+            unsafe { ring::<f32, $taps>(input, output, &p) }
+        }
+    )+};
+}
+
+ring_entry_points!(
+    (axis_ring_m3, 3),
+    (axis_ring_m5, 5),
+    (axis_ring_m7, 7),
+    (axis_ring_m9, 9),
+    (axis_ring_m11, 11),
+    (axis_ring_m13, 13),
+    (axis_ring_m15, 15),
+    (axis_ring_m17, 17),
+    (axis_ring_m19, 19),
+    (axis_ring_m21, 21),
+    (axis_ring_m23, 23),
+    (axis_ring_m25, 25),
+    (axis_ring_m27, 27),
+    (axis_ring_m29, 29),
+    (axis_ring_m31, 31),
 );

@@ -4,8 +4,8 @@
 pub(crate) mod reference;
 
 use crate::abi::{
-    AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE, COMBINE_ADD_SQUARE_ROOT,
-    COMBINE_STORE, axis_columns, axis_rows, axis_shared_elements,
+    AXIS_RING_STRIPS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE,
+    COMBINE_ADD_SQUARE_ROOT, COMBINE_STORE, axis_columns, axis_rows, axis_shared_elements,
 };
 use crate::element::Real;
 use crate::error::{ConvError, Result};
@@ -52,6 +52,24 @@ impl Combine {
     }
 }
 
+/// The table `(length, name)` of the ring entry points `axis_ring_m{length}`.
+macro_rules! ring_entry_points {
+    ($($taps:literal),+) => {
+        [$(($taps, concat!("axis_ring_m", stringify!($taps)))),+]
+    };
+}
+
+/// The ring design's entry points: `(mask length, name)`, as `conv-kernels` declares them for
+/// `AXIS_RING_MASKS`.
+pub(crate) const RING_ENTRY_POINTS: [(usize, &str); 15] =
+    ring_entry_points!(3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+
+/// Positions along the axis each thread of the ring design computes for an axis of `len`:
+/// the axis spread over the block's strips, at most 256 (longer axes take several tiles).
+fn ring_strip(len: u64) -> u64 {
+    len.div_ceil(u64::from(AXIS_RING_STRIPS)).min(256)
+}
+
 /// The array `shape` seen from `axis`: elements before it, its length, elements after it.
 pub(crate) fn around_axis(shape: &[usize], axis: usize) -> (usize, usize, usize) {
     let outer = shape[..axis].iter().product();
@@ -88,20 +106,38 @@ impl Session<'_> {
             });
         }
         let taps: Vec<R> = pass.taps.iter().map(|&w| R::from_f64(w)).collect();
-        let mask = self.upload(&taps)?;
         let columns = axis_columns(inner as u64);
         let shared = axis_shared_elements(columns, taps.len() as u64) * size_of::<R>() as u64;
         let staged = shared <= u64::from(self.device().max_shared_memory_per_block);
         let wide = size_of::<R>() == 8;
-        let entry_point = match (staged, wide) {
-            (true, false) => "axis_staged",
-            (true, true) => "axis_staged_f64",
-            (false, false) => "axis_direct",
-            (false, true) => "axis_direct_f64",
+        // The ring design where its warps read whole 128-byte rows of lines, for the mask
+        // lengths it is compiled for, in `f32`.
+        let ring = RING_ENTRY_POINTS
+            .iter()
+            .find(|&&(n, _)| n == taps.len() && inner >= 32 && !wide)
+            .map(|&(_, name)| name);
+        let entry_point = match (ring, staged, wide) {
+            (Some(name), _, _) => name,
+            (None, true, false) => "axis_staged",
+            (None, true, true) => "axis_staged_f64",
+            (None, false, false) => "axis_direct",
+            (None, false, true) => "axis_direct_f64",
+        };
+        let mask = if ring.is_some() {
+            self.set_constant_mask(entry_point, &taps)?;
+            None
+        } else {
+            Some(self.upload(&taps)?)
         };
         let (mode, cval) = pass.mode.code_and_cval();
         let column_tiles = (inner as u64).div_ceil(columns);
-        let row_tiles = (len as u64).div_ceil(axis_rows(columns));
+        let strip = ring_strip(len as u64);
+        let tile_rows = if ring.is_some() {
+            u64::from(AXIS_RING_STRIPS) * strip
+        } else {
+            axis_rows(columns)
+        };
+        let row_tiles = (len as u64).div_ceil(tile_rows);
         let params = |block_offset| AxisParams {
             outer: outer as u64,
             len: len as u64,
@@ -117,6 +153,7 @@ impl Session<'_> {
             clamp_lo: clamp.0,
             clamp_hi: clamp.1,
             combine: combine.code(),
+            strip,
         };
         let blocks = outer as u64 * column_tiles * row_tiles;
         let max_grid = u64::from(self.device().max_grid_dim.0);
@@ -124,17 +161,24 @@ impl Session<'_> {
             let config = LaunchConfig {
                 grid_dim: (count as u32, 1, 1),
                 block_dim: (AXIS_THREADS, 1, 1),
-                shared_mem_bytes: if staged { shared as u32 } else { 0 },
+                shared_mem_bytes: if staged && ring.is_none() {
+                    shared as u32
+                } else {
+                    0
+                },
             };
             let p = params(offset);
             // SAFETY: both buffers hold the array's `outer * len * inner` elements of `R`
-            // (checked above; the callers pass distinct buffers), `mask` its taps; `p` describes
-            // the array and this grid's blocks; 256 threads with the staged design's shared
-            // memory, within the device's limit (checked above).
+            // (checked above; the callers pass distinct buffers), `mask` its taps, or MASK for
+            // the ring design (written above on this stream, `inner >= 32`, `f32`, a compiled
+            // length); `p` describes the array and this grid's blocks; 256 threads with the
+            // staged design's shared memory, within the device's limit (checked above).
             unsafe {
                 self.launch_async(self.stream(), entry_point, config, |args| {
                     args.arg(input);
-                    args.arg(&mask);
+                    if let Some(mask) = &mask {
+                        args.arg(mask);
+                    }
                     args.arg(&mut *output);
                     args.arg(&p);
                 })
