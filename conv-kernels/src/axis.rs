@@ -5,22 +5,30 @@
 //! The array is seen as `outer x len x inner` (the axis in the middle), so an axis pass filters
 //! `outer * inner` lines of `len` elements, each `inner` elements apart from its neighbours.
 //!
-//! Thread mapping and tiling: a block of `AXIS_THREADS` = 256 threads owns a tile of `columns`
+//! Thread mapping and tiling of `staged` and `direct`: a block of `AXIS_THREADS` = 256 threads owns a tile of `columns`
 //! consecutive lines (`min(inner, 32)`: a row of the tile is contiguous in memory, 128 bytes of
 //! `f32` where `inner >= 32`) and `axis_rows(columns)` positions along the axis. Thread `t`
 //! owns line `t % columns` and the `AXIS_OUTPUTS` = 8 consecutive positions from
 //! `8 (t / columns)`; it slides a window of 8 values down its line, one new value per tap, so
 //! each output costs one multiply-add per tap and about one read per 8 taps.
 //!
-//! - [`staged`]: the block stages its tile and halo rows in shared memory (ghost cells folded
-//!   there; none in tiles inside the array), computes from there, and writes its outputs back
-//!   through shared memory so that every store is a contiguous row. Memory-bound for short
-//!   masks; the multiply-adds bound it beyond about 30 taps.
+//! - [`ring`]: for lines 32 or more abreast (`inner >= 32`), `f32` and odd masks of 3 to 31
+//!   taps compiled in (`AXIS_RING_MASKS`): a block stacks 8 strips of `p.strip` positions, one
+//!   per warp, whose 32 threads own 32 adjacent lines, so that every load and store of a warp
+//!   is one 128-byte row. A thread reads each value of its strip once from global memory, a
+//!   round of `TAPS` loads in flight together, and adds it into the `TAPS` sums in flight, a
+//!   ring whose slots the unrolled round fixes at compile time; each tap is a constant-memory
+//!   operand. Latency bounds it: 31 taps take 198 registers, one block per SM.
+//! - [`staged`]: the other passes. The block stages its tile and halo rows in shared memory
+//!   (ghost cells folded there; none in tiles inside the array), computes from there, and
+//!   writes its outputs back through shared memory so that every store is a contiguous row.
+//!   Along the last axis (`inner = 1`) a tile is one line of 2,048 positions, so shorter lines
+//!   leave threads idle.
 //! - [`direct`]: for masks whose halo does not fit in shared memory, each thread reads its
 //!   window from global memory (L1 and L2 serve the overlap).
 //!
-//! The taps come from global memory: every thread reads the same tap at once, one broadcast
-//! per warp.
+//! The staged and direct taps come from global memory: every thread reads the same tap at
+//! once, one broadcast per warp.
 
 use crate::abi::{
     AXIS_OUTPUTS, AXIS_RING_STRIPS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE,

@@ -13,11 +13,15 @@
 //! down to 0). After each slice the oldest sum is complete and is stored, and the ring
 //! shifts. Every input element is read from device memory about once (halos come from L2).
 //!
-//! Mask shapes compiled in (`SIDE`, `DEPTH` > 0: 3 x 3 x 3, 5 x 5 x 5, and 1 x 3 x 3 and
+//! Mask shapes compiled in (`SIDE`, `DEPTH` > 0: 3 x 3 x 3, 5 x 5 x 5 (`f32`), and 1 x 3 x 3 and
 //! 1 x 5 x 5 for batches) unroll every loop, each tap a constant-memory operand of its
-//! multiply-add, 4 rows a thread. Other shapes read their extents at run time, one row a
-//! thread, the taps from global memory, masks up to `CONV3D_RING` slices deep; the host runs
-//! deeper ones as several launches, each adding its slices' share (`p.accumulate`).
+//! multiply-add, `conv3d_rows` rows a thread (4 in `f32` up to 3 slices deep). Other shapes
+//! read their extents at run time, one row a thread, the taps from global memory, masks up to
+//! `CONV3D_RING` slices deep; the host runs deeper ones as several launches, each adding its
+//! slices' share (`p.accumulate`).
+//!
+//! Latency bounds it: at up to 128 registers two blocks fit an SM, with one slice's loads in
+//! flight; 5 x 5 x 5 issues a uniform load per tap besides its multiply-add (PERFORMANCE.md).
 
 use crate::abi::{CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_row_elements, conv3d_rows};
 use crate::boundary::Volume;

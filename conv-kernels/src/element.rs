@@ -56,16 +56,27 @@ pub trait Real: Copy + PartialOrd + Default {
     }
 }
 
-/// The PTX of a load of `MASK` at byte offset `{offset}` into `{value}`, of PTX type `$ptx`.
+/// Loads tap `$j` of `MASK` as `$t` (PTX type `$ptx`, register class `$class`, `$bytes`
+/// bytes) with the inline-assembly options given.
+///
+/// Safety: the caller's `MASK` holds tap `$j`, and `MASK` is 8-byte aligned.
 macro_rules! constant_load {
-    ($ptx:literal) => {
-        concat!(
-            "{{ .reg .u64 addr; mov.u64 addr, MASK; add.u64 addr, addr, {offset}; ",
-            "ld.const.",
-            $ptx,
-            " {value}, [addr]; }}"
-        )
-    };
+    ($t:ty, $ptx:literal, $class:ident, $bytes:literal, $j:expr, $($option:ident),+) => {{
+        let value: $t;
+        // SAFETY: `MASK` holds tap `$j` (the caller's contract) and is 8-byte aligned.
+        unsafe {
+            asm!(
+                concat!(
+                    "{{ .reg .u64 addr; mov.u64 addr, MASK; add.u64 addr, addr, {offset}; ",
+                    "ld.const.", $ptx, " {value}, [addr]; }}"
+                ),
+                offset = in(reg64) $j * $bytes,
+                value = out($class) value,
+                options($($option),+),
+            );
+        }
+        value
+    }};
 }
 
 /// Implements [`Real`] for a float type: its PTX type name, register class and size.
@@ -101,34 +112,16 @@ macro_rules! real {
 
             #[inline(always)]
             unsafe fn constant_tap(j: u64) -> Self {
-                let value: $t;
-                // SAFETY: `MASK` holds tap `j` (caller); `MASK` is 8-byte aligned. The symbol is
-                // not written while a kernel runs, so the load is pure and may be hoisted.
-                unsafe {
-                    asm!(
-                        constant_load!($ptx),
-                        offset = in(reg64) j * $bytes,
-                        value = out($class) value,
-                        options(pure, nomem, nostack),
-                    );
-                }
-                value
+                // The symbol is not written while a kernel runs, so the load is pure and may
+                // be hoisted.
+                constant_load!($t, $ptx, $class, $bytes, j, pure, nomem, nostack)
             }
 
             #[inline(always)]
             unsafe fn constant_operand(j: u64) -> Self {
-                let value: $t;
-                // SAFETY: as `constant_tap`. Not `pure`: the load stays at its use, where
-                // ptxas makes it an operand of the instruction that reads it.
-                unsafe {
-                    asm!(
-                        constant_load!($ptx),
-                        offset = in(reg64) j * $bytes,
-                        value = out($class) value,
-                        options(nomem, nostack),
-                    );
-                }
-                value
+                // Not `pure`: the load stays at its use, where ptxas makes it an operand of the
+                // instruction that reads it.
+                constant_load!($t, $ptx, $class, $bytes, j, nomem, nostack)
             }
 
             #[inline(always)]
