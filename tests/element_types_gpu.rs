@@ -1,7 +1,9 @@
 //! Element types on the GPU against the f64 reference: `u8`, `u16` and `f16` images (widened
 //! to `f32` on the device, filtered by every design, narrowed back), their `f32` outputs, and
-//! `f64` images filtered in `f64` by the textbook designs; banded runs whose constant ghost
-//! rows the input type cannot hold; typed errors for designs without an `f64` kernel.
+//! `f64` images filtered in `f64` by the textbook designs; the streaming kernels that read and
+//! write narrow types themselves, host -> host, banded and on device arrays; banded runs whose
+//! constant ghost rows the input type cannot hold; typed errors for designs without an `f64`
+//! kernel.
 
 mod common;
 
@@ -160,6 +162,77 @@ fn f64_images_match_the_reference_to_1e_12() {
         scale(&image, &mask),
         "f64 3 x 700",
     );
+}
+
+/// `T` images through the streaming kernels that read and write `T` (3 x 3 and 5 x 5, every
+/// channel count and mode), on images of several strips and steps: host -> host in one buffer,
+/// host -> host in bands (the constant, where `T` holds it, packed as `T`), and from one device
+/// array into another.
+fn native_streaming<T: Random + Element<Real = f32>>(rng: &mut StdRng) {
+    let engine = Engine::new().unwrap();
+    for (m, mode) in all_modes().into_iter().enumerate() {
+        let channels = [1, 3, 4][m % 3];
+        let size = [3, 5][m % 2];
+        let shape = (
+            rng.random_range(40..140),
+            rng.random_range(70..300),
+            channels,
+        );
+        let image = random_image::<T>(rng, shape);
+        let mask = Array2::from_shape_simple_fn((size, size), || rng.random_range(-1.0..1.0f32));
+        let options = Conv2dOptions {
+            mode,
+            kernel: Kernel::RegisterTiled,
+            origin: [
+                random_origin(rng, size, false),
+                random_origin(rng, size, false),
+            ],
+            ..Default::default()
+        };
+        let what = format!("native {} {mode:?} {shape:?} {size} x {size}", T::NAME);
+        let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+        let scale = scale(&image, &mask);
+        engine.set_device_memory_limit(None);
+        let whole = engine.correlate2d(&image, &mask, &options).expect(&what);
+        check(whole.view(), reference.view(), scale, &what);
+        // Three slots of three `f32` buffers of 4 output rows and the halo: at least 4 output
+        // rows a band (7 or more in the native kernel's two buffers).
+        let row_bytes = 4 * (shape.1 * channels + 32);
+        engine.set_device_memory_limit(Some(3 * 3 * row_bytes * (size + 3)));
+        let banded = engine.correlate2d(&image, &mask, &options).expect(&what);
+        assert!(
+            engine.last_host_times().map_or(0, |t| t.bands) > 2,
+            "{what}: banded"
+        );
+        check(
+            banded.view(),
+            reference.view(),
+            scale,
+            &format!("{what} banded"),
+        );
+        engine.set_device_memory_limit(None);
+        let input = engine.upload(&image).expect(&what);
+        let mut output = engine.alloc_device::<T, _>(image.raw_dim()).expect(&what);
+        engine
+            .correlate2d_device(&input, &mask, &options, &mut output)
+            .expect(&what);
+        let on_device = engine.download(&output).expect(&what);
+        check(
+            on_device.view(),
+            reference.view(),
+            scale,
+            &format!("{what} device"),
+        );
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn native_streaming_kernels_match_the_reference() {
+    let (mut rng, _) = rng("native streaming");
+    native_streaming::<u8>(&mut rng);
+    native_streaming::<u16>(&mut rng);
+    native_streaming::<f16>(&mut rng);
 }
 
 /// An engine capped to a little device memory runs `u8` images in many bands: the rows past

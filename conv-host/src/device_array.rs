@@ -44,7 +44,37 @@ fn copy_bands<T: Element>(
     )
 }
 
+/// The error of a device array too short for the `bytes` bytes viewed.
+fn view_error(bytes: usize) -> ConvError {
+    ConvError::Driver {
+        context: format!("viewing a device array as {bytes} bytes"),
+        source: cudarc::driver::DriverError(
+            cudarc::driver::sys::CUresult::CUDA_ERROR_INVALID_VALUE,
+        ),
+    }
+}
+
 impl Session<'_> {
+    /// Runs `kernel` from `input` (`elements` of `T`) into `output` (as many of `O`), each
+    /// viewed as its own bytes: for kernels that read `T` and write `O` themselves.
+    pub(crate) fn on_arrays<T: Element, O: Element>(
+        &self,
+        input: &CudaSlice<T>,
+        output: &mut CudaSlice<O>,
+        elements: usize,
+        kernel: impl FnOnce(&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>) -> Result<()>,
+    ) -> Result<()> {
+        let (input_bytes, output_bytes) = (elements * size_of::<T>(), elements * size_of::<O>());
+        // SAFETY: `elements` of `T` and of `O` are the bytes viewed; every bit pattern of `u8`
+        // is valid.
+        let source =
+            unsafe { input.transmute::<u8>(input_bytes) }.ok_or_else(|| view_error(input_bytes))?;
+        // SAFETY: as above, for `O`.
+        let mut target = unsafe { output.transmute_mut::<u8>(output_bytes) }
+            .ok_or_else(|| view_error(output_bytes))?;
+        kernel(&source, &mut target)
+    }
+
     /// Runs `kernel` from `input` (`elements` of `T`) into `output` (as many of `O`) through
     /// buffers of their `Real` type: views of the arrays themselves where they hold it, device
     /// temporaries (from the stream-ordered pool) where `T` is widened before and `O` narrowed
@@ -72,23 +102,19 @@ impl Session<'_> {
             None => None,
         };
         let mut narrowed = narrowing::<O>().map(|_| temporary()).transpose()?;
-        let not_real = || ConvError::Driver {
-            context: format!("viewing a device array as {} bytes", bytes),
-            source: cudarc::driver::DriverError(
-                cudarc::driver::sys::CUresult::CUDA_ERROR_INVALID_VALUE,
-            ),
-        };
         {
             let source = match &widened {
                 Some(wide) => wide.as_view(),
                 // SAFETY: without a widening `T` is its `Real` type: `elements` of it are the
                 // `bytes` bytes viewed, every bit pattern valid.
-                None => unsafe { input.transmute::<u8>(bytes) }.ok_or_else(not_real)?,
+                None => unsafe { input.transmute::<u8>(bytes) }.ok_or_else(|| view_error(bytes))?,
             };
             let mut target = match &mut narrowed {
                 Some(narrow) => narrow.as_view_mut(),
                 // SAFETY: as above, for `O`.
-                None => unsafe { output.transmute_mut::<u8>(bytes) }.ok_or_else(not_real)?,
+                None => {
+                    unsafe { output.transmute_mut::<u8>(bytes) }.ok_or_else(|| view_error(bytes))?
+                }
             };
             kernel(&source, &mut target)?;
         }

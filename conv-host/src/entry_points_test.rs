@@ -76,12 +76,24 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
         .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
         .map(|&(_, _, name)| name);
     let ring = crate::axis::RING_ENTRY_POINTS.iter().map(|&(_, name)| name);
+    // The streaming kernels of the memory-bound masks on narrow images.
+    let native_2d: Vec<String> = crate::conv2d::STREAM_ENTRY_POINTS
+        .iter()
+        .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
+        .filter(|&&(mask, _, _)| crate::abi::STREAM_SHORT_STEP_MASKS.contains(&mask))
+        .flat_map(|&(_, _, name)| {
+            crate::conv2d::NATIVE_STREAM_ELEMENTS
+                .iter()
+                .map(move |element| format!("{name}_{element}"))
+        })
+        .collect();
     let names: Vec<&str> = KERNEL_NAMES
         .iter()
         .copied()
         .chain(register_1d)
         .chain(ring)
         .chain(specialised_2d)
+        .chain(native_2d.iter().map(String::as_str))
         .collect();
     for name in &names {
         assert!(

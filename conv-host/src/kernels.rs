@@ -16,6 +16,14 @@ pub(crate) const KERNELS_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/con
 /// The PTX of the kernels that need sm_90, from the build script's second build.
 pub(crate) const HOPPER_PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/hopper_kernels.ptx"));
 
+/// The entry point `name` of the sm_70 PTX, if it has one.
+pub(crate) fn entry_point(name: &str) -> Option<&'static str> {
+    ENTRY_RANGES
+        .iter()
+        .find(|&&(entry, _, _)| entry == name)
+        .map(|&(entry, _, _)| entry)
+}
+
 /// The PTX of a module holding only the kernel `entry`, or `None` if neither PTX has such an
 /// entry point.
 pub(crate) fn module_source(entry: &str) -> Option<String> {

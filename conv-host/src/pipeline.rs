@@ -115,8 +115,14 @@ pub(crate) trait BandWork: Sync {
     /// Fills `buffer` (the band's buffer rows, `row_len` elements each) from the input; rows
     /// past the input's ends folded by the boundary mode, or its constant.
     fn pack(&self, band: &Band, buffer: &mut [Self::Input]);
+    /// Whether the kernels read `Input` and write `Output` themselves; else they read and
+    /// write the `Real` type, and narrower types are converted on the device.
+    fn native(&self) -> bool {
+        false
+    }
     /// Enqueues the kernels of `band` on `stream`, reading `input` (the band's buffer rows, of
-    /// the input's `Real` type) and writing `output` (the same rows, poisoned with NaN before).
+    /// the input's `Real` type, or of `Input` where [`BandWork::native`]) and writing `output`
+    /// (the same rows, of the `Real` type or `Output`, poisoned with NaN before).
     fn launch(
         &self,
         session: &Session<'_>,
@@ -216,7 +222,11 @@ impl Session<'_> {
         let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
         let input_bytes = elements * size_of::<W::Input>();
         let real_bytes = elements * size_of::<<W::Input as Element>::Real>();
-        let (widen, narrow) = (widening::<W::Input>(), narrowing::<W::Output>());
+        let (widen, narrow) = if work.native() {
+            (None, None)
+        } else {
+            (widening::<W::Input>(), narrowing::<W::Output>())
+        };
         let stream = &slot.stream;
         // The slot's stream was synchronised since its buffers were last used, so nothing
         // reads or writes them; the copies below are the next users, in stream order.
@@ -366,9 +376,11 @@ impl Engine {
         let device_mask = session.place_mask(call.plan, call.taps)?;
         let mask_bytes = device_mask.as_ref().map_or(0, |_| size_of_val(call.taps));
         let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
+        let work = work(device_mask);
         // Input and output in the kernels' type, and a conversion buffer where either is
-        // narrower.
-        let converts = widening::<W::Input>().is_some() || narrowing::<W::Output>().is_some();
+        // narrower and converted.
+        let converts = !work.native()
+            && (widening::<W::Input>().is_some() || narrowing::<W::Output>().is_some());
         let buffers = 2 + usize::from(converts);
         let (mut bands, slots, elements) = plan_bands(
             call.part.len(),
@@ -388,7 +400,6 @@ impl Engine {
             setup_ms: ms_since(started),
             ..HostTimes::default()
         };
-        let work = work(device_mask);
         let result = session.run_bands(
             &mut slots,
             (&bands, call.rows, call.constant),

@@ -21,6 +21,39 @@ pub struct PinnedTransfers {
 }
 
 impl Engine {
+    /// Benchmark support: the device time of `runs` calls of `call`, operations on device
+    /// arrays that enqueue their work on the engine's stream, each between two CUDA events.
+    ///
+    /// # Errors
+    /// The first error of `call`; [`ConvError::Driver`] for the events and the wait.
+    pub fn time_device_calls(
+        &self,
+        runs: usize,
+        mut call: impl FnMut() -> Result<()>,
+    ) -> Result<Vec<f32>> {
+        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let event = || {
+            self.stream
+                .record_event(timing)
+                .context(|| "timing device calls".into())
+        };
+        let mut events = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let start = event()?;
+            call()?;
+            events.push((start, event()?));
+        }
+        self.synchronize()?;
+        events
+            .iter()
+            .map(|(start, end)| {
+                start
+                    .elapsed_ms(end)
+                    .context(|| "reading the device calls' times".into())
+            })
+            .collect()
+    }
+
     /// Benchmark support: times `runs` rounds of copies through page-locked host memory with
     /// CUDA events: an upload of `upload_len` `f32`, a download of `download_len`, then both
     /// at once on two streams.

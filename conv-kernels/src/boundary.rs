@@ -1,7 +1,7 @@
 //! Values of the input beyond its ends ("ghost cells") under SciPy's boundary modes.
 
 use crate::abi::{MODE_MIRROR, MODE_NEAREST, MODE_REFLECT, MODE_WRAP};
-use crate::element::Real;
+use crate::element::{Element, Real};
 
 /// `index mod period` in `[0, period)`, for `period >= 1`, without the checks of `rem_euclid`
 /// (division by zero and overflow cannot happen here, and the checks cost branches in every kernel).
@@ -106,19 +106,21 @@ fn fold_axis(index: i64, len: u64, mode: u32) -> Option<i64> {
     }
 }
 
-/// A pitched, interleaved image of `T` in global memory with its boundary rule.
+/// A pitched, interleaved image of `T` in global memory with its boundary rule, read as
+/// `T::Real` (the constant of `MODE_CONSTANT` too, so that any constant works whatever `T`
+/// holds).
 #[derive(Clone, Copy)]
-pub struct Plane<T = f32> {
+pub struct Plane<T: Element = f32> {
     data: *const T,
     pitch: u64,
     height: u64,
     width: u64,
     channels: u64,
     mode: u32,
-    cval: T,
+    cval: T::Real,
 }
 
-impl<T: Real> Plane<T> {
+impl<T: Element> Plane<T> {
     /// # Safety
     /// `data` points to `height` rows of `pitch >= width * channels` readable `T`, with
     /// `height, width, channels >= 1`, for the kernel's lifetime.
@@ -131,7 +133,7 @@ impl<T: Real> Plane<T> {
             width: u64::from(p.width),
             channels: u64::from(p.channels),
             mode: p.mode,
-            cval: T::from_f32(p.cval),
+            cval: T::Real::from_f32(p.cval),
         }
     }
 
@@ -143,11 +145,11 @@ impl<T: Real> Plane<T> {
 
     /// Channel `c` of pixel `x` (may lie outside) in a row from [`Plane::row`].
     #[inline(always)]
-    pub fn in_row(self, row: Option<u64>, x: i64, c: u64) -> T {
+    pub fn in_row(self, row: Option<u64>, x: i64, c: u64) -> T::Real {
         match (row, fold_axis(x, self.width, self.mode)) {
             // SAFETY: the row and the column were folded into the image, and `c < channels`.
             (Some(row), Some(x)) => unsafe {
-                *self.data.add((row + x as u64 * self.channels + c) as usize)
+                (*self.data.add((row + x as u64 * self.channels + c) as usize)).widen()
             },
             _ => self.cval,
         }
@@ -167,17 +169,17 @@ impl<T: Real> Plane<T> {
     /// cells read element (0, 0) and discard it, so the load needs no branch and a warp's
     /// loads all go out before the first of them returns.
     #[inline(always)]
-    pub fn at(self, row: Option<u64>, column: Option<u64>) -> T {
+    pub fn at(self, row: Option<u64>, column: Option<u64>) -> T::Real {
         let inside = row.is_some() && column.is_some();
         let offset = row.unwrap_or(0) + column.unwrap_or(0);
         // SAFETY: the row and the column were folded into the image, or both are 0.
         let value = unsafe { *self.data.add(if inside { offset } else { 0 } as usize) };
-        if inside { value } else { self.cval }
+        if inside { value.widen() } else { self.cval }
     }
 
     /// Element `element` (= `x * channels + c`, may lie outside) of a row from [`Plane::row`].
     #[inline(always)]
-    pub fn element_in_row(self, row: Option<u64>, element: i64) -> T {
+    pub fn element_in_row(self, row: Option<u64>, element: i64) -> T::Real {
         let channels = self.channels as i64;
         let x = floor_div(element, channels);
         self.in_row(row, x, (element - x * channels) as u64)

@@ -9,17 +9,17 @@
 use crate::element::{Element, Half};
 use crate::gpu::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 
-/// `output[i] = O::from_f32(input[i].to_f32())` for `i < len`.
+/// `output[i] = O::narrow(input[i].widen())` for `i < len`.
 ///
 /// # Safety
 /// `input` and `output` hold `len` elements each and do not overlap.
 #[inline(always)]
-unsafe fn convert<I: Element, O: Element>(input: *const I, output: *mut O, len: u64) {
+unsafe fn convert<I: Element, O: Element<Real = I::Real>>(input: *const I, output: *mut O, len: u64) {
     let threads = grid_dim_x() * block_dim_x();
     let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
     while i < len {
         // SAFETY: `i < len` (caller's buffers).
-        unsafe { *output.add(i as usize) = O::from_f32((*input.add(i as usize)).to_f32()) };
+        unsafe { *output.add(i as usize) = O::narrow((*input.add(i as usize)).widen()) };
         i += threads;
     }
 }

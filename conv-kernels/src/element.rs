@@ -1,15 +1,16 @@
 //! Element types: the types kernels add in ([`Real`]: `f32`, and `f64` for `f64` data) and the
-//! narrower storage types they convert from and to ([`Element`]: `u8`, `u16`, IEEE half
-//! precision as [`Half`], and `f32`).
+//! types data is stored in ([`Element`]: those two, `u8`, `u16` and IEEE half precision as
+//! [`Half`], each with the `Real` type it is added in).
 //!
-//! Each design is written once over `T: Real`; the storage types reach the `f32` designs
-//! through the conversion kernels of [`convert`](crate::convert), which widen an input to `f32`
-//! and narrow an output from it.
+//! Each design is written once over `T: Real`. The streaming register-tiled kernels also read
+//! and write the narrow types themselves (generic over `S: Element<Real = f32>`); the other
+//! designs reach them through the conversion kernels of [`convert`](crate::convert), which
+//! widen an input to `f32` and narrow an output from it.
 
 use core::arch::asm;
 
 /// A type the kernels accumulate in, read masks in and stage tiles in: `f32` or `f64`.
-pub trait Real: Copy + PartialOrd + Default {
+pub trait Real: Element<Real = Self> + PartialOrd + Default {
     /// Zero.
     const ZERO: Self;
     /// `a * b + c`, rounded once.
@@ -163,24 +164,60 @@ real!(f64, "f64", reg64, 8, core::intrinsics::fmaf64);
 #[repr(transparent)]
 pub struct Half(pub u16);
 
-/// A storage type of the `f32` designs: read as `f32`, written from `f32`.
+/// A type data is stored in: read as its `Real` type, written from it.
 pub trait Element: Copy {
-    /// The value as `f32` (exact for every storage type).
-    fn to_f32(self) -> f32;
+    /// The type the kernels add this type's values in.
+    type Real: Real;
+    /// The value as `Real` (exact for every type).
+    fn widen(self) -> Self::Real;
     /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
     /// type's range, NaN to 0; `Half` rounded to nearest (overflow to infinity).
-    fn from_f32(value: f32) -> Self;
+    fn narrow(value: Self::Real) -> Self;
+    /// Writes `quad`, narrowed, to the 4 consecutive elements from `target`, in one store that
+    /// bypasses L1 and is marked as read once (`.cs`).
+    ///
+    /// # Safety
+    /// `target` points to 4 writable elements of global memory, aligned to 4 elements.
+    unsafe fn store4_streaming(target: *mut Self, quad: [Self::Real; 4]);
 }
 
-impl Element for f32 {
-    #[inline(always)]
-    fn to_f32(self) -> f32 {
-        self
-    }
+/// Implements [`Element`] for a [`Real`] type, stored as itself, its 4-element stores written
+/// by `$store`.
+macro_rules! stored_as_itself {
+    ($($t:ty: $store:path),+) => {$(
+        impl Element for $t {
+            type Real = $t;
 
-    #[inline(always)]
-    fn from_f32(value: f32) -> Self {
-        value
+            #[inline(always)]
+            fn widen(self) -> Self {
+                self
+            }
+
+            #[inline(always)]
+            fn narrow(value: Self) -> Self {
+                value
+            }
+
+            #[inline(always)]
+            unsafe fn store4_streaming(target: *mut Self, quad: [Self; 4]) {
+                // SAFETY: forwarded contract.
+                unsafe { $store(target, quad) }
+            }
+        }
+    )+};
+}
+
+stored_as_itself!(f32: crate::gpu::store4_streaming, f64: store4_f64);
+
+/// Writes `quad` to `target[0..4]` (no kernel stores `f64` quads on a hot path).
+///
+/// # Safety
+/// `target` points to 4 writable `f64` of global memory.
+#[inline(always)]
+unsafe fn store4_f64(target: *mut f64, quad: [f64; 4]) {
+    for (k, value) in quad.into_iter().enumerate() {
+        // SAFETY: element `k < 4` (caller).
+        unsafe { *target.add(k) = value };
     }
 }
 
@@ -201,28 +238,43 @@ fn round_to_u32(value: f32) -> u32 {
     rounded
 }
 
-/// Implements [`Element`] for an unsigned integer type.
+/// Implements [`Element`] for an unsigned integer type, its 4-element stores packed into
+/// `$word` (a `u32` or a `u64`).
 macro_rules! unsigned {
-    ($($t:ty),+) => {$(
+    ($($t:ty: $word:ty),+) => {$(
         impl Element for $t {
+            type Real = f32;
+
             #[inline(always)]
-            fn to_f32(self) -> f32 {
+            fn widen(self) -> f32 {
                 self as f32
             }
 
             #[inline(always)]
-            fn from_f32(value: f32) -> Self {
+            fn narrow(value: f32) -> Self {
                 round_to_u32(value).min(<$t>::MAX as u32) as $t
+            }
+
+            #[inline(always)]
+            unsafe fn store4_streaming(target: *mut Self, quad: [f32; 4]) {
+                let bits = quad
+                    .iter()
+                    .rev()
+                    .fold(0, |word: $word, &v| (word << <$t>::BITS) | <$word>::from(Self::narrow(v)));
+                // SAFETY: 4 elements, aligned to 4 elements (caller): one aligned word.
+                unsafe { crate::gpu::store_streaming(target.cast::<$word>(), bits) }
             }
         }
     )+};
 }
 
-unsigned!(u8, u16);
+unsigned!(u8: u32, u16: u64);
 
 impl Element for Half {
+    type Real = f32;
+
     #[inline(always)]
-    fn to_f32(self) -> f32 {
+    fn widen(self) -> f32 {
         let value: f32;
         // SAFETY: a register conversion.
         unsafe {
@@ -237,7 +289,7 @@ impl Element for Half {
     }
 
     #[inline(always)]
-    fn from_f32(value: f32) -> Self {
+    fn narrow(value: f32) -> Self {
         let bits: u16;
         // SAFETY: a register conversion.
         unsafe {
@@ -249,5 +301,15 @@ impl Element for Half {
             );
         }
         Half(bits)
+    }
+
+    #[inline(always)]
+    unsafe fn store4_streaming(target: *mut Self, quad: [f32; 4]) {
+        let bits = quad
+            .iter()
+            .rev()
+            .fold(0, |word: u64, &v| (word << 16) | u64::from(Self::narrow(v).0));
+        // SAFETY: 4 elements, aligned to 4 elements (caller): one aligned `u64`.
+        unsafe { crate::gpu::store_streaming(target.cast::<u64>(), bits) }
     }
 }

@@ -227,6 +227,48 @@ pub unsafe fn store4_streaming(target: *mut f32, [a, b, c, d]: [f32; 4]) {
     }
 }
 
+/// A word that one streaming store writes: `u32` or `u64`.
+pub trait StreamingWord: Copy {
+    /// Writes `value` to `target` with `st.global.cs`.
+    ///
+    /// # Safety
+    /// `target` points to a writable, aligned word of global memory.
+    unsafe fn store(target: *mut Self, value: Self);
+}
+
+/// Implements [`StreamingWord`] for `$t`, PTX type `$ptx` in register class `$class`.
+macro_rules! streaming_word {
+    ($($t:ty: $ptx:literal, $class:ident),+) => {$(
+        impl StreamingWord for $t {
+            #[inline(always)]
+            unsafe fn store(target: *mut Self, value: Self) {
+                // SAFETY: by the contract; `cvta.to.global` turns the generic pointer into the
+                // global address `st.global` expects.
+                unsafe {
+                    asm!(
+                        concat!("{{ .reg .u64 g; cvta.to.global.u64 g, {addr}; st.global.cs.", $ptx, " [g], {value}; }}"),
+                        addr = in(reg64) target,
+                        value = in($class) value,
+                        options(nostack),
+                    );
+                }
+            }
+        }
+    )+};
+}
+
+streaming_word!(u32: "u32", reg32, u64: "u64", reg64);
+
+/// Writes `value` to `target` with one store, marked as streaming (`.cs`).
+///
+/// # Safety
+/// `target` points to a writable word of global memory, aligned to its size.
+#[inline(always)]
+pub unsafe fn store_streaming<W: StreamingWord>(target: *mut W, value: W) {
+    // SAFETY: forwarded contract.
+    unsafe { W::store(target, value) }
+}
+
 /// Asks L2 to fetch the 128-byte line holding `address` from device memory: a hint that
 /// nothing waits for, so a later load of the line finds it in L2.
 ///

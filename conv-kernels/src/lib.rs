@@ -29,27 +29,41 @@
 /// `$design::<size, channels>`, a design specialised at compile time on a mask size (or width)
 /// and the channel count, for each of the sizes given and the channel counts 1, 3 and 4
 /// (`abi::REGISTER_CHANNELS`; the host's tables are checked against the abi's sizes).
+///
+/// `$design[T]` names a design generic over its element type as well, `$design::<T, size,
+/// channels>`, on images of `T` (`f32` where no type is given); with a `$suffix`, the entry
+/// points are `{prefix}{size}_c{channels}_{suffix}`.
 macro_rules! specialised_entry_points {
-    ($design:ident, $prefix:ident, $doc:literal: $($size:literal),+ $(,)?) => {$(
-        specialised_entry_points!(@one $design, $prefix, $doc, $size, 1);
-        specialised_entry_points!(@one $design, $prefix, $doc, $size, 3);
-        specialised_entry_points!(@one $design, $prefix, $doc, $size, 4);
+    ($design:ident [$t:ty], $prefix:ident, $suffix:ident, $doc:literal: $($size:literal),+ $(,)?) => {$(
+        specialised_entry_points!(@one ${concat($prefix, $size, _c1_, $suffix)}, $design, [$t], $doc, $size, 1);
+        specialised_entry_points!(@one ${concat($prefix, $size, _c3_, $suffix)}, $design, [$t], $doc, $size, 3);
+        specialised_entry_points!(@one ${concat($prefix, $size, _c4_, $suffix)}, $design, [$t], $doc, $size, 4);
     )+};
-    (@one $design:ident, $prefix:ident, $doc:literal, $a:literal, $b:literal) => {
-        #[doc = concat!($doc, " `", stringify!($design), "::<", $a, ", ", $b, ">`.")]
+    ($design:ident, $prefix:ident, $doc:literal: $($size:literal),+ $(,)?) => {
+        specialised_entry_points!($design [], $prefix, $doc: $($size),+);
+    };
+    ($design:ident $types:tt, $prefix:ident, $doc:literal: $($size:literal),+ $(,)?) => {$(
+        specialised_entry_points!(@one ${concat($prefix, $size, _c1)}, $design, $types, $doc, $size, 1);
+        specialised_entry_points!(@one ${concat($prefix, $size, _c3)}, $design, $types, $doc, $size, 3);
+        specialised_entry_points!(@one ${concat($prefix, $size, _c4)}, $design, $types, $doc, $size, 4);
+    )+};
+    (@one $name:ident, $design:ident, [$($t:ty)?], $doc:literal, $a:literal, $b:literal) => {
+        #[doc = concat!($doc, " `", stringify!($design), "::<", $(stringify!($t), ", ",)? $a, ", ", $b, ">`.")]
         ///
         /// # Safety
         #[doc = concat!("As `", stringify!($design), "`.")]
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn ${concat($prefix, $a, _c, $b)}(
-            input: *const f32,
-            output: *mut f32,
+        pub unsafe extern "ptx-kernel" fn $name(
+            input: *const specialised_entry_points!(@element $($t)?),
+            output: *mut specialised_entry_points!(@element $($t)?),
             p: crate::abi::Conv2dParams,
         ) {
             // SAFETY: forwarded contract.
-            unsafe { $design::<$a, $b>(input, output, &p) }
+            unsafe { $design::<$($t,)? $a, $b>(input, output, &p) }
         }
     };
+    (@element) => { f32 };
+    (@element $t:ty) => { $t };
 }
 
 /// Declares the constant-memory and global-memory entry points `$constant(input, output, p)`

@@ -22,6 +22,8 @@ pub(crate) struct Plan {
     pub(crate) multi: bool,
     /// The N-D cases instead of `scope`'s (`--nd`).
     pub(crate) nd: bool,
+    /// The element-type cases instead of `scope`'s (`--types`).
+    pub(crate) types: bool,
     pub(crate) out_dir: PathBuf,
 }
 
@@ -32,6 +34,7 @@ impl Plan {
             _ if self.host => "host",
             _ if self.multi => "multi",
             _ if self.nd => "nd",
+            _ if self.types => "types",
             (true, _) => "auto",
             (false, Scope::Full) => "full",
             (false, Scope::Quick) => "quick",
@@ -56,6 +59,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
         host: false,
         multi: false,
         nd: false,
+        types: false,
         out_dir: PathBuf::from("bench-results"),
     };
     let mut only: Option<String> = None;
@@ -67,6 +71,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             "--host" => plan.host = true,
             "--multi" => plan.multi = true,
             "--nd" => plan.nd = true,
+            "--types" => plan.types = true,
             "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
             "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
             "--plot-only" => {
@@ -76,7 +81,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             }
             other => {
                 return Err(format!(
-                    "unknown argument `{other}` (--quick, --targets, --auto, --host, --multi, --nd, --out DIR, \
+                    "unknown argument `{other}` (--quick, --targets, --auto, --host, --multi, --nd, --types, --out DIR, \
                      --only 1d|2d, --plot-only CSV)"
                 ));
             }

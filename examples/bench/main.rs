@@ -8,6 +8,7 @@
 //! cargo run --release --example bench -- --host          # host -> host calls against the transfer floor
 //! cargo run --release --example bench -- --multi         # one host call split over 1 to N GPUs
 //! cargo run --release --example bench -- --nd            # volumes, batches, any axis, filters
+//! cargo run --release --example bench -- --types         # u8, u16, f16, f32 on device arrays
 //! cargo run --release --example bench -- --plot-only bench-results/bench.csv
 //! ```
 //!
@@ -21,7 +22,7 @@
 //! Modules: `args` (the command line), `ceilings` (copy roofline and FMA peak), `sweep` (the
 //! sizes, masks and tiles of a full, quick or targets run), `auto` (`--auto`), `host`
 //! (`--host`: host -> host calls against the transfer floor), `multi` (`--multi`), `nd`
-//! (`--nd`), `cases` (one case measured), `timing`, `check` (the output checks), `report` (CSV and summary), `plot`.
+//! (`--nd`), `types` (`--types`), `cases` (one case measured), `timing`, `check` (the output checks), `report` (CSV and summary), `plot`.
 
 mod args;
 mod auto;
@@ -35,6 +36,7 @@ mod plot;
 mod report;
 mod sweep;
 mod timing;
+mod types;
 
 use args::{Command, Plan};
 use ceilings::{Ceilings, measure_ceilings};
@@ -98,9 +100,11 @@ fn run() -> Result<(), String> {
         );
         return Ok(());
     }
-    if bench.plan.multi || bench.plan.nd {
+    if bench.plan.multi || bench.plan.nd || bench.plan.types {
         let (lines, name) = if bench.plan.nd {
             (bench.bench_nd()?, "nd.csv")
+        } else if bench.plan.types {
+            (bench.bench_types()?, "types.csv")
         } else {
             (bench.bench_multi()?, "multi.csv")
         };

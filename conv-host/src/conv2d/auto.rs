@@ -12,15 +12,25 @@ use crate::options::{BoundaryMode, Kernel};
 use crate::plan::LaunchPlan;
 
 /// Chooses the entry point, block, output tile and shared memory for an image of `height x
-/// width x channels`, and checks them.
+/// width x channels`, and checks them; `native`: input and output are of one narrow type that
+/// the streaming kernels read and write themselves.
 pub(super) fn plan(
     device: &DeviceInfo,
     mask: &Mask2d,
     (height, width, channels): (usize, usize, usize),
-    (kernel, mode): (Kernel, BoundaryMode),
+    (kernel, mode, native): (Kernel, BoundaryMode, bool),
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     let (rows, cols) = (mask.rows, mask.cols);
+    // Narrow images: the streaming kernels that read and write them move the type's bytes,
+    // where every other design moves them, widens them to `f32` and narrows its result (`u8`
+    // RGB 8192^2 x 3, 5 x 5, H200: see PERFORMANCE.md), whether the mask is rank 1 or not.
+    if kernel == Kernel::Auto
+        && native
+        && register_tiled::has_native_stream_kernel((rows, cols), channels)
+    {
+        return register_tiled::plan(device, (rows, cols), channels, tile);
+    }
     match kernel {
         Kernel::Separable | Kernel::SeparableTma if separable::factor(mask).is_none() => {
             return Err(ConvError::InvalidLaunch {

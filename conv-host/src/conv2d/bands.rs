@@ -3,6 +3,7 @@
 //! caller's output (see [`crate::pipeline`]).
 
 use super::launch::{Grid2d, ImageShape, enqueue2d, input_map};
+use super::register_tiled::native_plan;
 use super::{ImageDim, Mask2d};
 use crate::conv1d::reference::fold;
 use crate::element::Element;
@@ -11,7 +12,7 @@ use crate::error::Result;
 use crate::layout::{copy_from_view, copy_into_view};
 use crate::options::BoundaryMode;
 use crate::pipeline::{Band, BandWork, HostCall};
-use crate::plan::Launch;
+use crate::plan::{Launch, LaunchPlan};
 use crate::session::Session;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
 use ndarray::{ArrayView, ArrayViewMut, Axis, Slice};
@@ -30,6 +31,8 @@ struct ImageBands<'i, 'p, I: Element, O, D: ImageDim> {
     shape: ImageShape,
     mask: &'p Mask2d<I::Real>,
     launch: Launch<'p>,
+    /// The plan of the kernel that reads `I` and writes `O` itself, where one runs.
+    native: Option<&'p LaunchPlan>,
     device_mask: Option<CudaSlice<I::Real>>,
     output: PhantomData<O>,
 }
@@ -53,6 +56,10 @@ where
         );
     }
 
+    fn native(&self) -> bool {
+        self.native.is_some()
+    }
+
     fn launch(
         &self,
         session: &Session<'_>,
@@ -60,7 +67,8 @@ where
         (input, output): (&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>),
         band: &Band,
     ) -> Result<()> {
-        let plan = self.launch.plan;
+        // The grid of the `f32` kernel: a native one has its block, tile and shared memory.
+        let plan = self.native.unwrap_or(self.launch.plan);
         let shape = ImageShape {
             height: band.buffer_rows(),
             ..self.shape
@@ -86,7 +94,7 @@ where
     fn describe(&self, band: &Band) -> String {
         format!(
             "kernel `{}` on rows {}..{} of a {} x {} x {} image",
-            self.launch.plan.entry_point,
+            self.native.unwrap_or(self.launch.plan).entry_point,
             band.output.start,
             band.output.end,
             self.shape.height,
@@ -138,8 +146,16 @@ impl Engine {
         mut output: ArrayViewMut<'_, O, D>,
     ) -> Result<()> {
         let first = part.start;
+        // Ghost rows that bands pack hold the constant in `I`: a native kernel runs where `I`
+        // holds it exactly.
+        let constant_fits = launch
+            .mode
+            .constant()
+            .is_none_or(|c| I::from_f64(f64::from(c)).to_f64() == f64::from(c));
+        let native = native_plan::<I, O>(launch.plan).filter(|_| constant_fits);
         let call = HostCall {
-            plan: launch.plan,
+            // The mask goes to the constant memory of the kernel that runs.
+            plan: native.as_ref().unwrap_or(launch.plan),
             constant: launch.mode.constant(),
             taps: &mask.values,
             rows: shape.height,
@@ -152,6 +168,7 @@ impl Engine {
             shape,
             mask,
             launch,
+            native: native.as_ref(),
             device_mask,
             output: PhantomData::<O>,
         };

@@ -2,6 +2,7 @@
 //! device image into another, without a host copy or a wait.
 
 use super::launch::{Grid2d, ImageShape, enqueue2d, input_map};
+use super::register_tiled::native_plan;
 use super::{Conv2dOptions, ImageDim};
 use crate::device_array::DeviceArray;
 use crate::element::Element;
@@ -16,8 +17,9 @@ impl Engine {
     /// element type of the same `Real` type), enqueued on the engine's stream: it returns
     /// before the GPU finishes, and the next operation, [`Engine::download`] or
     /// [`Engine::synchronize`] comes after it in stream order. Nothing touches the host but
-    /// the mask's upload; `u8`, `u16` and `f16` arrays are widened to `f32` and narrowed back
-    /// in device temporaries.
+    /// the mask's upload. `u8`, `u16` and `f16` arrays filtered into their own type by the
+    /// streaming kernels (3 x 3 and 5 x 5 masks) are read and written as they are; otherwise
+    /// they are widened to `f32` and narrowed back in device temporaries.
     ///
     /// # Errors
     /// As [`Engine::correlate2d`] for the mask and options, [`ConvError::ShapeMismatch`](crate::ConvError::ShapeMismatch) for an
@@ -96,7 +98,8 @@ impl Engine {
     {
         self.check_pair(input, output)?;
         let (height, width, channels) = D::image_shape(input.shape());
-        let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
+        let (mask, plan) =
+            self.prepare2d::<T, O, _>(mask, options, flip, (height, width, channels))?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if input.is_empty() {
             return Ok(());
@@ -104,8 +107,26 @@ impl Engine {
         let shape = ImageShape::of::<D>((height, width, channels));
         let session = self.session()?;
         let grid = Grid2d::new(&session, shape, &mask, launch)?;
-        let device_mask = session.place_mask(&plan, &mask.values)?;
+        let native = native_plan::<T, O>(&plan);
+        // The mask goes to the constant memory of the kernel that runs.
+        let device_mask = session.place_mask(native.as_ref().unwrap_or(&plan), &mask.values)?;
         let elements = height * input.pitch;
+        if let Some(native) = native {
+            return session.on_arrays(&input.data, &mut output.data, elements, |source, target| {
+                // SAFETY: as below, with both buffers of `T`, which the native kernel reads
+                // and writes; it takes no tensor map.
+                unsafe {
+                    enqueue2d(
+                        &session,
+                        &self.stream,
+                        (&native, &grid),
+                        (source, None),
+                        device_mask.as_ref(),
+                        target,
+                    )
+                }
+            });
+        }
         session.between_arrays(&input.data, &mut output.data, elements, |source, target| {
             let map = input_map(&session, &self.stream, (&plan, &mask), shape, source)?;
             // SAFETY: both buffers hold `height` rows of `pitch` elements of the kernels' type

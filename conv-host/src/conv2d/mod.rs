@@ -27,7 +27,9 @@ mod tensor_copy;
 mod textbook;
 
 #[cfg(test)]
-pub(crate) use register_tiled::{STREAM_ENTRY_POINTS, STREAM16_ENTRY_POINTS, WIDE_ENTRY_POINTS};
+pub(crate) use register_tiled::{
+    NATIVE_STREAM_ELEMENTS, STREAM_ENTRY_POINTS, STREAM16_ENTRY_POINTS, WIDE_ENTRY_POINTS,
+};
 #[cfg(test)]
 pub(crate) use register_tiled_tma::ENTRY_POINTS as REGISTER_TILED_TMA_ENTRY_POINTS;
 #[cfg(test)]
@@ -153,7 +155,7 @@ impl Engine {
         options: &Conv2dOptions,
     ) -> Result<LaunchPlan> {
         let mask = orient2d(mask, options.origin, false)?;
-        self.plan_oriented(&mask, (height, width, channels), options)
+        self.plan_oriented(&mask, (height, width, channels), options, false)
     }
 
     fn plan_oriented(
@@ -161,12 +163,13 @@ impl Engine {
         mask: &Mask2d,
         (height, width, channels): (usize, usize, usize),
         options: &Conv2dOptions,
+        native: bool,
     ) -> Result<LaunchPlan> {
         auto::plan(
             self.device(),
             mask,
             (height, width, channels.max(1)),
-            (options.kernel, options.mode),
+            (options.kernel, options.mode, native),
             options.tile,
         )
     }
@@ -288,7 +291,8 @@ impl Engine {
     {
         let mut output = crate::layout::try_zeros(image.raw_dim())?;
         let (height, width, channels) = D::image_shape(image.shape());
-        let (mask, plan) = self.prepare2d(mask, options, false, (height, width, channels))?;
+        let (mask, plan) =
+            self.prepare2d::<f32, f32, _>(mask, options, false, (height, width, channels))?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if image.is_empty() {
             return Ok((output, Vec::new()));
@@ -320,9 +324,10 @@ impl Engine {
         mask: &Mask2d<R>,
         image: (usize, usize, usize),
         options: &Conv2dOptions,
+        native: bool,
     ) -> Result<LaunchPlan> {
         match (mask as &dyn Any).downcast_ref::<Mask2d<f32>>() {
-            Some(mask) => self.plan_oriented(mask, image, options),
+            Some(mask) => self.plan_oriented(mask, image, options, native),
             None => textbook::plan_f64(
                 self.device(),
                 (mask.rows, mask.cols),
@@ -334,16 +339,18 @@ impl Engine {
     }
 
     /// The oriented mask (the factors in place of the taps for the separable designs) and the
-    /// plan of one operation on an image of `(height, width, channels)`.
-    fn prepare2d<R: Real, T: Data<Elem = R>>(
+    /// plan of one operation from an image of `I` of `(height, width, channels)` into one of
+    /// `O`.
+    fn prepare2d<I: Element, O: Element, T: Data<Elem = I::Real>>(
         &self,
         mask: &ArrayBase<T, Ix2>,
         options: &Conv2dOptions,
         flip: bool,
         image: (usize, usize, usize),
-    ) -> Result<(Mask2d<R>, LaunchPlan)> {
+    ) -> Result<(Mask2d<I::Real>, LaunchPlan)> {
         let mut mask = orient2d(mask, options.origin, flip)?;
-        let plan = self.plan2d_real(&mask, image, options)?;
+        let native = register_tiled::native_types::<I, O>();
+        let plan = self.plan2d_real(&mask, image, options, native)?;
         if let Some(mask) = (&mut mask as &mut dyn Any).downcast_mut::<Mask2d<f32>>()
             && matches!(plan.kernel, Kernel::Separable | Kernel::SeparableTma)
         {
@@ -393,7 +400,8 @@ impl Engine {
         D: ImageDim,
     {
         let (height, width, channels) = D::image_shape(image.shape());
-        let (mask, plan) = self.prepare2d(mask, options, flip, (height, width, channels))?;
+        let (mask, plan) =
+            self.prepare2d::<I, O, _>(mask, options, flip, (height, width, channels))?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if image.is_empty() || part.is_empty() {
             return Ok(());

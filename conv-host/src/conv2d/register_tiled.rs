@@ -5,10 +5,11 @@
 use super::separable;
 use crate::abi::{
     MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_THREADS, SEPARABLE_WIDE_CHUNK_ROWS,
-    SEPARABLE_WIDE_STRIP, STREAM_MASKS, STREAM_SHORT_STEP_ROWS, StreamLayout, WIDE_BLOCK,
-    WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
+    SEPARABLE_WIDE_STRIP, STREAM_MASKS, STREAM_SHORT_STEP_MASKS, STREAM_SHORT_STEP_ROWS,
+    StreamLayout, WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
 };
 use crate::device::DeviceInfo;
+use crate::element::Element;
 use crate::error::{ConvError, Result};
 use crate::options::Kernel;
 use crate::plan::{LaunchPlan, check_block};
@@ -49,6 +50,41 @@ pub(crate) const STREAM_ENTRY_POINTS: &[(u32, u32, &str)] =
 /// REGISTER_CHANNELS`.
 pub(crate) const STREAM16_ENTRY_POINTS: &[(u32, u32, &str)] =
     &entry_point_table!("conv2d_register_tiled_stream16_m": 3, 5);
+
+/// Element types the streaming kernels of the memory-bound masks (`STREAM_SHORT_STEP_MASKS`)
+/// also read and write themselves, input and output of one type: the entry points of the
+/// `f32` kernels, suffixed `_u8`, `_u16` or `_f16`.
+pub(crate) const NATIVE_STREAM_ELEMENTS: [&str; 3] = ["u8", "u16", "f16"];
+
+/// Whether streaming kernels read `I` and write `O` themselves: one type of
+/// [`NATIVE_STREAM_ELEMENTS`].
+pub(crate) fn native_types<I: Element, O: Element>() -> bool {
+    I::NAME == O::NAME && NATIVE_STREAM_ELEMENTS.contains(&I::NAME)
+}
+
+/// Whether a streaming kernel reads and writes narrow images for this mask and channel count:
+/// square masks of `STREAM_SHORT_STEP_MASKS` over `REGISTER_CHANNELS`.
+pub(super) fn has_native_stream_kernel((rows, cols): (usize, usize), channels: usize) -> bool {
+    rows == cols
+        && STREAM_SHORT_STEP_MASKS.contains(&(rows as u32))
+        && REGISTER_CHANNELS.contains(&(channels as u32))
+}
+
+/// The plan of `plan`'s streaming kernel on images of `I` in and out where one was compiled
+/// (see [`NATIVE_STREAM_ELEMENTS`]): the `f32` kernel's plan (block, tile and shared memory are
+/// the same) with that entry point. Without it, a `u8` image moves 18 bytes per element
+/// through device memory instead of 2: widened to `f32`, filtered, narrowed.
+pub(crate) fn native_plan<I: Element, O: Element>(plan: &LaunchPlan) -> Option<LaunchPlan> {
+    if !native_types::<I, O>() {
+        return None;
+    }
+    stream_step_rows(plan.entry_point)?;
+    let entry_point = crate::kernels::entry_point(&format!("{}_{}", plan.entry_point, I::NAME))?;
+    Some(LaunchPlan {
+        entry_point,
+        ..plan.clone()
+    })
+}
 
 /// Input rows per step of the streaming kernel `entry_point`, or `None` for another kernel.
 pub(super) fn stream_step_rows(entry_point: &str) -> Option<u32> {

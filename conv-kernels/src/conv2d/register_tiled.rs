@@ -33,6 +33,7 @@ use super::wide::{
 };
 use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, STREAM_SHORT_STEP_ROWS, StreamLayout};
 use crate::boundary::Plane;
+use crate::element::{Element, Half};
 use crate::gpu::{
     ConstantMask, Mask, SharedTile, block_dim_y, block_idx_x, block_idx_y, sync_threads,
     thread_idx_x, thread_idx_y,
@@ -48,17 +49,17 @@ use core::marker::PhantomData;
 /// with `StreamLayout::new(M, C, 32).words * 4` bytes of shared memory; `p.out_tile_h + M - 1`
 /// a multiple of 32; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned.
 #[inline(always)]
-unsafe fn stream<const M: usize, const C: usize>(
-    input: *const f32,
-    output: *mut f32,
+unsafe fn stream<S: Element<Real = f32>, const M: usize, const C: usize>(
+    input: *const S,
+    output: *mut S,
     p: &Conv2dParams,
 ) {
     // SAFETY: forwarded contract.
     unsafe {
         if M >= COMPUTE_BOUND_FROM {
-            walk::<M, C, CHUNK, 2>(input, output, p)
+            walk::<M, C, CHUNK, 2, S>(input, output, p)
         } else {
-            walk::<M, C, CHUNK, 8>(input, output, p)
+            walk::<M, C, CHUNK, 8, S>(input, output, p)
         }
     }
 }
@@ -70,14 +71,14 @@ unsafe fn stream<const M: usize, const C: usize>(
 /// As [`stream`], with `StreamLayout::new(M, C, 16).words * 4` bytes of shared memory and
 /// `p.out_tile_h + M - 1` a multiple of 16.
 #[inline(always)]
-unsafe fn stream_short_steps<const M: usize, const C: usize>(
-    input: *const f32,
-    output: *mut f32,
+unsafe fn stream_short_steps<S: Element<Real = f32>, const M: usize, const C: usize>(
+    input: *const S,
+    output: *mut S,
     p: &Conv2dParams,
 ) {
     const { assert!(M < COMPUTE_BOUND_FROM) };
     // SAFETY: forwarded contract.
-    unsafe { walk::<M, C, STREAM_SHORT_STEP_ROWS, 4>(input, output, p) }
+    unsafe { walk::<M, C, STREAM_SHORT_STEP_ROWS, 4, S>(input, output, p) }
 }
 
 /// The walk of [`stream`] in steps of `K` rows, the pass in bands of `R` rows.
@@ -87,16 +88,16 @@ unsafe fn stream_short_steps<const M: usize, const C: usize>(
 /// `K` (the ring the host sized the block's memory for, and the steps it sized the blocks'
 /// heights in).
 #[inline(always)]
-unsafe fn walk<const M: usize, const C: usize, const K: u64, const R: usize>(
-    input: *const f32,
-    output: *mut f32,
+unsafe fn walk<const M: usize, const C: usize, const K: u64, const R: usize, S: Element<Real = f32>>(
+    input: *const S,
+    output: *mut S,
     p: &Conv2dParams,
 ) {
     const { assert!(M >= 1 && M <= 9 && C >= 1 && C <= 4) };
     let layout = StreamLayout::new(M as u64, C as u64, K);
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
-        unsafe { Strip::<K>::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
+        unsafe { Strip::<K>::begin::<M, C, S>(input, p, layout.ring_rows, layout.column_table) };
     // Ring slots of input rows `K s` (step `s`'s first staged row) and `K s - (M - 1)` (the
     // first its pass reads): the block's row `h` sits in slot `(h + M - 1) mod ring_rows`, so
     // that every pass starts at a multiple of 8 (see `Strip::pass`).
@@ -105,13 +106,13 @@ unsafe fn walk<const M: usize, const C: usize, const K: u64, const R: usize>(
     for step in 0..strip.steps::<M>() {
         // SAFETY: ring slots of `row_words` words; the table is filled.
         unsafe {
-            strip.stage::<M, C>((input, image, p), step, |ry| {
+            strip.stage::<M, C, S>((input, image, p), step, |ry| {
                 strip.advance(step_slot, ry) * layout.row_words
             })
         };
         if M < COMPUTE_BOUND_FROM {
             // SAFETY: `input` is the image `p` describes.
-            unsafe { strip.prefetch::<M, C>((input, p), step + 1) };
+            unsafe { strip.prefetch::<M, C, S>((input, p), step + 1) };
         }
         sync_threads();
         // SAFETY: a window of `4 + (M - 1) C` elements from element `4c` lies within the
@@ -122,7 +123,7 @@ unsafe fn walk<const M: usize, const C: usize, const K: u64, const R: usize>(
                 (0, layout.row_words, window_quads(M, C)),
                 (output, p),
             );
-            pass::<M, C, R, 0, K>(strip, at, ring, out)
+            pass::<M, C, R, 0, K, S>(strip, at, ring, out)
         };
         // The next step's rows overwrite the ones this pass read.
         sync_threads();
@@ -161,14 +162,17 @@ pub(crate) unsafe fn pass<
     const R: usize,
     const SKIP: usize,
     const K: u64,
+    S: Element<Real = f32>,
 >(
     strip: Strip<K>,
     at: (u64, u64),
     ring: (u64, u64, usize),
-    out: (*mut f32, &Conv2dParams),
+    out: (*mut S, &Conv2dParams),
 ) {
     // SAFETY: forwarded contract.
-    unsafe { strip.pass::<M, MAX_WINDOW_QUADS, R>(at, ring, out, accumulate_rows::<M, C, R, SKIP>) }
+    unsafe {
+        strip.pass::<M, MAX_WINDOW_QUADS, R, S>(at, ring, out, accumulate_rows::<M, C, R, SKIP>)
+    }
 }
 
 /// [`STREAM_COMPUTE_BOUND_FROM`]: from it on, the pass runs in bands of 2 rows (7 x 7: 392
@@ -190,15 +194,35 @@ const fn window_quads(mask: usize, channels: usize) -> usize {
 const MAX_WINDOW_QUADS: usize = window_quads(9, 4);
 
 specialised_entry_points!(
-    stream, conv2d_register_tiled_stream_m, "Streaming 2D kernel, mask size and channels:":
+    stream[f32], conv2d_register_tiled_stream_m, "Streaming 2D kernel, mask size and channels:":
     3, 5, 7, 9
 );
 
 specialised_entry_points!(
-    stream_short_steps, conv2d_register_tiled_stream16_m,
+    stream_short_steps[f32], conv2d_register_tiled_stream16_m,
     "Streaming 2D kernel in steps of 16 rows, mask size and channels:":
     3, 5
 );
+
+/// Declares the streaming kernels of the memory-bound masks (`STREAM_NATIVE_MASKS`) on images
+/// of the narrow type `$t` (entry points suffixed `$suffix`): input and output in that type,
+/// sums in `f32`.
+macro_rules! narrow_stream_entry_points {
+    ($($t:ty: $suffix:ident),+) => {$(
+        specialised_entry_points!(
+            stream[$t], conv2d_register_tiled_stream_m, $suffix,
+            "Streaming 2D kernel on narrow images, mask size and channels:":
+            3, 5
+        );
+        specialised_entry_points!(
+            stream_short_steps[$t], conv2d_register_tiled_stream16_m, $suffix,
+            "Streaming 2D kernel on narrow images in steps of 16 rows, mask size and channels:":
+            3, 5
+        );
+    )+};
+}
+
+narrow_stream_entry_points!(u8: u8, u16: u16, Half: f16);
 
 /// Wide register-tiled design for wide masks, specialised at compile time on the mask width `W`
 /// and the channel count `C` (any mask height). A block of 16 x `threads_y` threads

@@ -136,9 +136,9 @@ unsafe fn banded_pass<const M: usize, const C: usize, const SKIP: usize>(
     // SAFETY: forwarded contract.
     unsafe {
         if M >= COMPUTE_BOUND_FROM {
-            pass::<M, C, 4, SKIP, CHUNK>(strip, at, ring, out)
+            pass::<M, C, 4, SKIP, CHUNK, f32>(strip, at, ring, out)
         } else {
-            pass::<M, C, 8, SKIP, CHUNK>(strip, at, ring, out)
+            pass::<M, C, 8, SKIP, CHUNK, f32>(strip, at, ring, out)
         }
     }
 }

@@ -54,7 +54,7 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
     let layout = SeparableWideLayout::new(M as u64, C as u64);
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
-        unsafe { Strip::begin::<M, C>(input, p, layout.ring_rows, layout.column_table) };
+        unsafe { Strip::begin::<M, C, f32>(input, p, layout.ring_rows, layout.column_table) };
     let ring = CHUNK * layout.staged_row_words;
     let column_taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
     // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (M - 1)` (the first
@@ -64,9 +64,9 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
     let mut column_slot = 0;
     for step in 0..strip.steps::<M>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
-        unsafe { strip.stage::<M, C>((input, image, p), step, |ry| ry * layout.staged_row_words) };
+        unsafe { strip.stage::<M, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words) };
         // SAFETY: `input` is the image `p` describes.
-        unsafe { strip.prefetch::<M, C>((input, p), step + 1) };
+        unsafe { strip.prefetch::<M, C, f32>((input, p), step + 1) };
         sync_threads();
         row_pass::<M, C>(
             strip,
@@ -97,7 +97,7 @@ pub(crate) unsafe fn column_pass<const M: usize>(
 ) {
     // SAFETY: ring rows of 256 + 4 words; forwarded contract of `output`.
     unsafe {
-        strip.pass::<M, 1, PASS_ROWS>(
+        strip.pass::<M, 1, PASS_ROWS, f32>(
             (step, column_slot),
             (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
             (output, p),

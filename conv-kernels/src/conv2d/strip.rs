@@ -24,8 +24,9 @@
 use crate::abi::{Conv2dParams, SEPARABLE_WIDE_CHUNK_ROWS, SEPARABLE_WIDE_STRIP, strip_row_words};
 use crate::boundary::Plane;
 use crate::conv2d::wide::{Plain, Staging, store_segment, with_finish};
+use crate::element::Element;
 use crate::gpu::{
-    SharedTile, block_idx_x, block_idx_y, opaque, prefetch_l2, store4_streaming, sync_threads,
+    SharedTile, block_idx_x, block_idx_y, opaque, prefetch_l2, sync_threads,
     thread_idx_x,
 };
 use core::marker::PhantomData;
@@ -79,12 +80,12 @@ impl<const K: u64> Strip<K> {
     /// # Safety
     /// `input` is a pitched image as `p` describes; the block has 256 threads.
     #[inline(always)]
-    pub unsafe fn begin<const M: usize, const C: usize>(
-        input: *const f32,
+    pub unsafe fn begin<const M: usize, const C: usize, S: Element<Real = f32>>(
+        input: *const S,
         p: &Conv2dParams,
         ring_rows: u64,
         column_table: u64,
-    ) -> (Self, Plane) {
+    ) -> (Self, Plane<S>) {
         // SAFETY: a block of 256 threads (caller).
         let strip = unsafe { Self::new::<M, C>(p, ring_rows, column_table) };
         // SAFETY: `input` is a pitched image as `p` describes (caller).
@@ -150,7 +151,7 @@ impl<const K: u64> Strip<K> {
     /// steps': every step of the strips at the image's sides, the first and last of the block
     /// rows at its top and bottom), and waits for the block.
     #[inline(always)]
-    fn fold_columns(self, image: Plane) {
+    fn fold_columns<S: Element<Real = f32>>(self, image: Plane<S>) {
         // The thread index hidden from the optimiser: knowing its range here (from
         // `Strip::new`), ptxas spilled 4 bytes in the 7 x 7 kernel over 3 channels.
         let mut x = opaque(thread_idx_x() as usize) as u64;
@@ -172,9 +173,9 @@ impl<const K: u64> Strip<K> {
     /// `input` is the image `p` describes and `image` was made from; `row_word(ry)` starts a
     /// row of `strip_row_words` reserved words for `ry < K`; the column table is filled.
     #[inline(always)]
-    pub unsafe fn stage<const M: usize, const C: usize>(
+    pub unsafe fn stage<const M: usize, const C: usize, S: Element<Real = f32>>(
         self,
-        (input, image, p): (*const f32, Plane, &Conv2dParams),
+        (input, image, p): (*const S, Plane<S>, &Conv2dParams),
         step: u64,
         row_word: impl Fn(u64) -> u64,
     ) {
@@ -193,7 +194,7 @@ impl<const K: u64> Strip<K> {
         if self.columns_inside && step_y >= 0 && step_y as u64 + K <= u64::from(p.height) {
             let row = |ry| (step_y as u64 + ry) * p.pitch + self.first_e as u64 + self.lane;
             // SAFETY: the step's region lies inside the image.
-            let value = |row, k: usize| unsafe { *input.add((row + 32 * k as u64) as usize) };
+            let value = |row, k: usize| unsafe { (*input.add((row + 32 * k as u64) as usize)).widen() };
             if short_steps {
                 staging.interior_at::<M, C, 2, _>(row_word, row, value);
             } else {
@@ -228,9 +229,9 @@ impl<const K: u64> Strip<K> {
     /// # Safety
     /// `input` is the pitched image `p` describes.
     #[inline(always)]
-    pub unsafe fn prefetch<const M: usize, const C: usize>(
+    pub unsafe fn prefetch<const M: usize, const C: usize, S: Element<Real = f32>>(
         self,
-        (input, p): (*const f32, &Conv2dParams),
+        (input, p): (*const S, &Conv2dParams),
         step: u64,
     ) {
         let per_row = Self::PREFETCH_THREADS_PER_ROW;
@@ -254,11 +255,11 @@ impl<const K: u64> Strip<K> {
         );
         let first_line = start as u64 & !127;
         for line in [self.lane % per_row, self.lane % per_row + per_row] {
-            let at = (first_line + 128 * line) as *const f32;
+            let at = (first_line + 128 * line) as *const S;
             if at <= last {
                 // SAFETY: between the first and the last element of the row's span, inside
                 // the image.
-                unsafe { prefetch_l2(at.max(start)) };
+                unsafe { prefetch_l2(at.max(start).cast::<f32>()) };
             }
         }
     }
@@ -286,11 +287,11 @@ impl<const K: u64> Strip<K> {
     /// `output` is a pitched image as `p` describes, `p.pitch` a multiple of 4 and the buffer
     /// 16-byte aligned.
     #[inline(always)]
-    pub unsafe fn pass<const M: usize, const Q: usize, const R: usize>(
+    pub unsafe fn pass<const M: usize, const Q: usize, const R: usize, S: Element<Real = f32>>(
         self,
         (step, pass_slot): (u64, u64),
         (ring, row_words, quads): (u64, u64, usize),
-        (output, p): (*mut f32, &Conv2dParams),
+        (output, p): (*mut S, &Conv2dParams),
         apply: impl Fn(&mut PassSums<R>, usize, &[[f32; 4]; Q]),
     ) {
         let rows = Self::THREAD_ROWS;
@@ -360,7 +361,7 @@ impl<const K: u64> Strip<K> {
                         // SAFETY: rows `y0 + first_out .. + R <= y0 + out_rows <= height`,
                         // elements `e .. e + 4 <= width * channels <= pitch`; 16-byte aligned
                         // (`e`, the pitch and the buffer are).
-                        unsafe { store4_streaming(at, row_sums.map(|sum| finish(sum, p))) };
+                        unsafe { S::store4_streaming(at, row_sums.map(|sum| finish(sum, p))) };
                         at = at.wrapping_add(p.pitch as usize);
                     }
                     return;

@@ -9,8 +9,8 @@
 //! - [`with_finish`] and [`store_segment`]: how a thread writes its final sums.
 
 use crate::abi::{Conv2dParams, WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
-use crate::element::Real;
-use crate::gpu::{SharedTile, fma, store4_streaming};
+use crate::element::{Element, Real};
+use crate::gpu::{SharedTile, fma};
 
 /// Elements along a row that a wide block produces.
 pub const TILE_ELEMENTS: usize = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize;
@@ -196,8 +196,8 @@ pub fn with_finish(p: &Conv2dParams, store: impl Fn(Finish)) {
 /// `at` points to element `e < elements` of an output row of `pitch >= elements` writable
 /// elements, 16-byte aligned.
 #[inline(always)]
-pub unsafe fn store_segment<const N: usize>(
-    at: *mut f32,
+pub unsafe fn store_segment<const N: usize, S: Element<Real = f32>>(
+    at: *mut S,
     sums: &[f32; N],
     (e, elements): (u64, u64),
     finish: impl Fn(f32) -> f32,
@@ -206,13 +206,13 @@ pub unsafe fn store_segment<const N: usize>(
         for (q, quad) in sums.chunks_exact(4).enumerate() {
             let quad = [quad[0], quad[1], quad[2], quad[3]].map(&finish);
             // SAFETY: elements `e + 4q .. e + 4q + 4 <= elements`, 16-byte aligned (caller).
-            unsafe { store4_streaming(at.wrapping_add(4 * q), quad) };
+            unsafe { S::store4_streaming(at.wrapping_add(4 * q), quad) };
         }
     } else {
         for (d, &sum) in sums.iter().enumerate() {
             if e + (d as u64) < elements {
                 // SAFETY: element `e + d < elements` of the row (caller).
-                unsafe { *at.add(d) = finish(sum) };
+                unsafe { *at.add(d) = S::narrow(finish(sum)) };
             }
         }
     }
