@@ -111,9 +111,10 @@ impl Session<'_> {
             };
             let mut target = match &mut narrowed {
                 Some(narrow) => narrow.as_view_mut(),
-                // SAFETY: as above, for `O`.
                 None => {
-                    unsafe { output.transmute_mut::<u8>(bytes) }.ok_or_else(|| view_error(bytes))?
+                    // SAFETY: as above, for `O`.
+                    let view = unsafe { output.transmute_mut::<u8>(bytes) };
+                    view.ok_or_else(|| view_error(bytes))?
                 }
             };
             kernel(&source, &mut target)?;

@@ -126,92 +126,71 @@ fn taps<M: Data<Elem: Real>, D: Dimension>(weights: &ArrayBase<M, D>) -> (Vec<f6
 }
 
 /// Declares, for each separable operation `name(input, args.., options)` whose filter
-/// `build(ndim, options)` makes, `$callback!`'s items: the engine's methods, or the CPU twins.
+/// `build(shape, options)` makes (as a [`Dense::Line`]), `$callback!`'s items: the engine's
+/// methods, or the CPU twins.
 macro_rules! separable_operations {
     ($callback:ident) => {
         $callback! {
+            []
+            [
+                /// [`ConvError::InvalidParameter`] for a bad axis, sigma, order, size, truncate
+                /// or radius, or a per-axis list of the wrong length;
+                /// [`ConvError::InvalidClamp`]; [`ConvError::OutOfMemory`],
+                /// [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
+            ]
             /// `scipy.ndimage.gaussian_filter1d`: a Gaussian of `sigma` (or its `order`-th
             /// derivative, `order` 0 to 2) along `axis`.
             gaussian_filter1d, gaussian_filter1d_into(sigma: f64, axis: isize, order: u32)
-                => |ndim, options| filters::gaussian_filter1d(ndim, sigma, axis, order, options);
+                => |shape: &[usize], options| {
+                    filters::gaussian_filter1d(shape.len(), sigma, axis, order, options).map(Dense::Line)
+                };
             /// `scipy.ndimage.gaussian_filter`: a Gaussian along every axis, with a sigma and an
             /// order (0 to 2) once or per axis; axes of sigma 0 are left alone.
             gaussian_filter, gaussian_filter_into(sigma: impl Into<PerAxis<f64>>, order: impl Into<PerAxis<u32>>)
-                => |ndim, options| filters::gaussian_filter(ndim, &sigma.into(), &order.into(), options);
+                => |shape: &[usize], options| {
+                    filters::gaussian_filter(shape.len(), &sigma.into(), &order.into(), options).map(Dense::Line)
+                };
             /// `scipy.ndimage.uniform_filter1d`: the mean of `size` neighbours along `axis`.
             uniform_filter1d, uniform_filter1d_into(size: usize, axis: isize)
-                => |ndim, options| filters::uniform_filter1d(ndim, size, axis, options);
+                => |shape: &[usize], options| {
+                    filters::uniform_filter1d(shape.len(), size, axis, options).map(Dense::Line)
+                };
             /// `scipy.ndimage.uniform_filter`: the mean over a box of `size` (once or per axis).
             uniform_filter, uniform_filter_into(size: impl Into<PerAxis<usize>>)
-                => |ndim, options| filters::uniform_filter(ndim, &size.into(), options);
+                => |shape: &[usize], options| {
+                    filters::uniform_filter(shape.len(), &size.into(), options).map(Dense::Line)
+                };
             /// `scipy.ndimage.sobel`: the derivative along `axis`, smoothed `[1, 2, 1]` along
             /// the others.
             sobel, sobel_into(axis: isize)
-                => |ndim, options| filters::edge(ndim, axis, [1.0, 2.0, 1.0], options);
+                => |shape: &[usize], options| {
+                    filters::edge(shape.len(), axis, [1.0, 2.0, 1.0], options).map(Dense::Line)
+                };
             /// `scipy.ndimage.prewitt`: the derivative along `axis`, smoothed `[1, 1, 1]` along
             /// the others.
             prewitt, prewitt_into(axis: isize)
-                => |ndim, options| filters::edge(ndim, axis, [1.0, 1.0, 1.0], options);
+                => |shape: &[usize], options| {
+                    filters::edge(shape.len(), axis, [1.0, 1.0, 1.0], options).map(Dense::Line)
+                };
             /// `scipy.ndimage.laplace`: the sum of the second differences along every axis.
             laplace, laplace_into()
-                => |ndim, options| filters::laplace(ndim, options);
+                => |shape: &[usize], options| {
+                    filters::laplace(shape.len(), options).map(Dense::Line)
+                };
             /// `scipy.ndimage.gaussian_laplace`: the sum over the axes of the Gaussian's second
             /// derivative along each.
             gaussian_laplace, gaussian_laplace_into(sigma: impl Into<PerAxis<f64>>)
-                => |ndim, options| filters::gaussian_derivatives(ndim, &sigma.into(), 2, options);
+                => |shape: &[usize], options| {
+                    filters::gaussian_derivatives(shape.len(), &sigma.into(), 2, options).map(Dense::Line)
+                };
             /// `scipy.ndimage.gaussian_gradient_magnitude`: the root of the sum of the squared
             /// Gaussian first derivatives along every axis.
             gaussian_gradient_magnitude, gaussian_gradient_magnitude_into(sigma: impl Into<PerAxis<f64>>)
-                => |ndim, options| filters::gaussian_derivatives(ndim, &sigma.into(), 1, options);
+                => |shape: &[usize], options| {
+                    filters::gaussian_derivatives(shape.len(), &sigma.into(), 1, options).map(Dense::Line)
+                };
         }
     };
-}
-
-/// The engine's methods for the separable operations.
-macro_rules! engine_methods {
-    ($($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
-        $(#[$doc])*
-        ///
-        /// Returns an array of the input's shape and element type.
-        ///
-        /// # Errors
-        /// [`ConvError::InvalidParameter`] for a bad axis, sigma, order, size, truncate or
-        /// radius, or a per-axis list of the wrong length; [`ConvError::InvalidClamp`];
-        /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
-        pub fn $name<S, D>(
-            &self,
-            input: &ArrayBase<S, D>,
-            $($arg: $ty,)*
-            options: &NdOptions,
-        ) -> Result<Array<S::Elem, D>>
-        where
-            S: Data<Elem: Element>,
-            D: Dimension,
-        {
-            let filter = ($build)(input.ndim(), options)?;
-            try_filled(input.raw_dim(), |output| self.separable(input, &filter, output))
-        }
-
-        #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's view of the input's shape, of any element type of the same `Real` type (a `u8` image into `f32`, say).")]
-        ///
-        /// # Errors
-        #[doc = concat!("As [`Ndimage::", stringify!($name), "`], plus [`ConvError::ShapeMismatch`] and [`ConvError::OverlappingOutput`].")]
-        pub fn $into<S, O, D>(
-            &self,
-            input: &ArrayBase<S, D>,
-            $($arg: $ty,)*
-            options: &NdOptions,
-            output: ArrayViewMut<'_, O, D>,
-        ) -> Result<()>
-        where
-            S: Data<Elem: Element>,
-            O: Element<Real = <S::Elem as Element>::Real>,
-            D: Dimension,
-        {
-            let filter = ($build)(input.ndim(), options)?;
-            self.separable(input, &filter, output)
-        }
-    )+};
 }
 
 pub(crate) use separable_operations;
@@ -222,6 +201,15 @@ pub(crate) use separable_operations;
 macro_rules! weighted_operations {
     ($callback:ident) => {
         $callback! {
+            [M: Data<Elem: Real>,]
+            [
+                /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`],
+                /// [`ConvError::InvalidClamp`]; [`ConvError::InvalidParameter`] for an axis out
+                /// of range, a mask of other dimensions, an input of more than 4, a mask across
+                /// the channels or modes that differ per axis; [`ConvError::InvalidLaunch`] for
+                /// a mask slice too large to stage; [`ConvError::OutOfMemory`],
+                /// [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
+            ]
             /// `scipy.ndimage.correlate1d`: correlation with `weights` (of either float type)
             /// along `axis` (negative counts from the end); that axis's mode and origin apply.
             correlate1d, correlate1d_into(weights: &ArrayBase<M, Ix1>, axis: isize)
@@ -256,20 +244,21 @@ macro_rules! weighted_operations {
     };
 }
 
-/// The engine's methods for the operations with a mask.
-macro_rules! weighted_engine_methods {
-    ($($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
-        $(#[$doc])*
+/// The engine's methods for a list of operations: `[generics] [errors]` (the generic
+/// parameters the operations' arguments add, and the errors' documentation), then each
+/// operation `name, name_into(args..) => build`, `build(input_shape, options)` planning it.
+macro_rules! engine_methods {
+    ($generics:tt $errors:tt $($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
+        engine_methods!(@one $generics $errors [$(#[$doc])*] $name, $into($($arg: $ty),*) => $build);
+    )+};
+    (@one [$($generic:tt)*] [$($errors:tt)*] [$($doc:tt)*] $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr) => {
+        $($doc)*
         ///
         /// Returns an array of the input's shape and element type.
         ///
         /// # Errors
-        /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`];
-        /// [`ConvError::InvalidParameter`] for an axis out of range, a mask of other dimensions,
-        /// an input of more than 4, a mask across the channels or modes that differ per axis;
-        /// [`ConvError::InvalidLaunch`] for a mask slice too large to stage;
-        /// [`ConvError::OutOfMemory`], [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
-        pub fn $name<S, M, D>(
+        $($errors)*
+        pub fn $name<S, $($generic)* D>(
             &self,
             input: &ArrayBase<S, D>,
             $($arg: $ty,)*
@@ -277,18 +266,17 @@ macro_rules! weighted_engine_methods {
         ) -> Result<Array<S::Elem, D>>
         where
             S: Data<Elem: Element>,
-            M: Data<Elem: Real>,
             D: Dimension,
         {
             let plan = ($build)(input.shape(), options)?;
             try_filled(input.raw_dim(), |output| self.dense(input, plan, output))
         }
 
-        #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's view of the input's shape, of any element type of the same `Real` type.")]
+        #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's view of the input's shape, of any element type of the same `Real` type (a `u8` image into `f32`, say).")]
         ///
         /// # Errors
         #[doc = concat!("As [`Ndimage::", stringify!($name), "`], plus [`ConvError::ShapeMismatch`] and [`ConvError::OverlappingOutput`].")]
-        pub fn $into<S, M, O, D>(
+        pub fn $into<S, $($generic)* O, D>(
             &self,
             input: &ArrayBase<S, D>,
             $($arg: $ty,)*
@@ -297,14 +285,13 @@ macro_rules! weighted_engine_methods {
         ) -> Result<()>
         where
             S: Data<Elem: Element>,
-            M: Data<Elem: Real>,
             O: Element<Real = <S::Elem as Element>::Real>,
             D: Dimension,
         {
             let plan = ($build)(input.shape(), options)?;
             self.dense(input, plan, output)
         }
-    )+};
+    };
 }
 
 pub(crate) use weighted_operations;
@@ -312,7 +299,7 @@ pub(crate) use weighted_operations;
 impl Ndimage<'_> {
     separable_operations!(engine_methods);
 
-    weighted_operations!(weighted_engine_methods);
+    weighted_operations!(engine_methods);
 
     /// Runs a separable filter on the GPU.
     fn separable<S, O, D>(

@@ -44,54 +44,36 @@ fn separable<S: Data<Elem: Element>, D: Dimension>(
     Array::from_shape_vec(input.raw_dim(), out).expect("one output per input element")
 }
 
-/// The CPU twins of the separable operations.
+/// The CPU twins of a list of operations (see [`Ndimage`](crate::ndimage::Ndimage)'s
+/// `engine_methods`: the generic parameters, the errors' documentation, which the twins take
+/// from the methods, and the operations).
 macro_rules! reference_functions {
-    ($($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
-        #[doc = concat!("CPU twin of [`Ndimage::", stringify!($name), "`](crate::ndimage::Ndimage::", stringify!($name), "), for every element type, returning the unrounded f64 result.")]
-        ///
-        /// # Errors
-        #[doc = concat!("As [`Ndimage::", stringify!($name), "`](crate::ndimage::Ndimage::", stringify!($name), ")'s parameter errors.")]
-        pub fn $name<S, D>(
-            input: &ArrayBase<S, D>,
-            $($arg: $ty,)*
-            options: &NdOptions,
-        ) -> Result<Array<f64, D>>
-        where
-            S: Data<Elem: Element>,
-            D: Dimension,
-        {
-            let filter = ($build)(input.ndim(), options)?;
-            Ok(separable(input, &filter))
-        }
+    ($generics:tt $errors:tt $($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
+        reference_functions!(@one $generics $name($($arg: $ty),*) => $build);
     )+};
-}
-
-separable_operations!(reference_functions);
-
-/// The CPU twins of the operations with a mask.
-macro_rules! weighted_reference_functions {
-    ($($(#[$doc:meta])* $name:ident, $into:ident($($arg:ident: $ty:ty),*) => $build:expr;)+) => {$(
+    (@one [$($generic:tt)*] $name:ident($($arg:ident: $ty:ty),*) => $build:expr) => {
         #[doc = concat!("CPU twin of [`Ndimage::", stringify!($name), "`](crate::ndimage::Ndimage::", stringify!($name), "), for every element type, returning the unrounded f64 result.")]
         ///
         /// # Errors
         #[doc = concat!("As [`Ndimage::", stringify!($name), "`](crate::ndimage::Ndimage::", stringify!($name), ")'s parameter errors.")]
-        pub fn $name<S, M, D>(
+        pub fn $name<S, $($generic)* D>(
             input: &ArrayBase<S, D>,
             $($arg: $ty,)*
             options: &NdOptions,
         ) -> Result<Array<f64, D>>
         where
             S: Data<Elem: Element>,
-            M: Data<Elem: Real>,
             D: Dimension,
         {
             let plan = ($build)(input.shape(), options)?;
             filter_dense(input, plan)
         }
-    )+};
+    };
 }
 
-weighted_operations!(weighted_reference_functions);
+separable_operations!(reference_functions);
+
+weighted_operations!(reference_functions);
 
 /// A planned correlation with a mask, in f64.
 fn filter_dense<S, D>(input: &ArrayBase<S, D>, plan: Dense) -> Result<Array<f64, D>>
