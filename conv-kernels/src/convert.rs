@@ -14,7 +14,11 @@ use crate::gpu::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 /// # Safety
 /// `input` and `output` hold `len` elements each and do not overlap.
 #[inline(always)]
-unsafe fn convert<I: Element, O: Element<Real = I::Real>>(input: *const I, output: *mut O, len: u64) {
+unsafe fn convert<I: Element, O: Element<Real = I::Real>>(
+    input: *const I,
+    output: *mut O,
+    len: u64,
+) {
     let threads = grid_dim_x() * block_dim_x();
     let mut i = block_idx_x() * block_dim_x() + thread_idx_x();
     while i < len {

@@ -305,10 +305,9 @@ impl Element for Half {
 
     #[inline(always)]
     unsafe fn store4_streaming(target: *mut Self, quad: [f32; 4]) {
-        let bits = quad
-            .iter()
-            .rev()
-            .fold(0, |word: u64, &v| (word << 16) | u64::from(Self::narrow(v).0));
+        let bits = quad.iter().rev().fold(0, |word: u64, &v| {
+            (word << 16) | u64::from(Self::narrow(v).0)
+        });
         // SAFETY: 4 elements, aligned to 4 elements (caller): one aligned `u64`.
         unsafe { crate::gpu::store_streaming(target.cast::<u64>(), bits) }
     }

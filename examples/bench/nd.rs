@@ -130,6 +130,20 @@ impl Bench<'_> {
             3 * 17,
             "tests".into(),
         );
+        let taps =
+            ndarray::Array1::from_shape_simple_fn(17, || self.rng.random_range(-1.0f32..1.0));
+        for axis in 0..3 {
+            let (ms, _) = device_ms(engine, || {
+                nd.correlate1d(&volume, &taps, axis, &zero_border())
+            })?;
+            report(
+                &format!("correlate1d_axis{axis}_512^3_17"),
+                ms,
+                volume.len(),
+                17,
+                "tests".into(),
+            );
+        }
         drop(volume);
         let batch = self.random_array(&[4096, 128, 128, 3]);
         let mask = self.random_array(&[1, 5, 5, 1]);

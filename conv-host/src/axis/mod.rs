@@ -13,6 +13,7 @@ use crate::options::BoundaryMode;
 use crate::plan::for_each_grid;
 use crate::session::Session;
 use cudarc::driver::{CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use std::any::Any;
 
 // SAFETY: `AxisParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
 // the kernels declare their by-value parameter (it is the same source file).
@@ -106,6 +107,20 @@ impl Session<'_> {
             });
         }
         let taps: Vec<R> = pass.taps.iter().map(|&w| R::from_f64(w)).collect();
+        // A last axis: its lines are rows of an image, which the 2D wide kernel filters.
+        if inner == 1
+            && combine == Combine::Store
+            && let Some(taps) = (&taps as &dyn Any).downcast_ref::<Vec<f32>>()
+            && self.enqueue_rows(
+                (outer, len),
+                (taps, pass.left),
+                (pass.mode, clamp),
+                input,
+                output,
+            )?
+        {
+            return Ok(());
+        }
         let columns = axis_columns(inner as u64);
         let shared = axis_shared_elements(columns, taps.len() as u64) * size_of::<R>() as u64;
         let staged = shared <= u64::from(self.device().max_shared_memory_per_block);

@@ -3,11 +3,13 @@
 //! the image's height needs.
 
 use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
-use crate::abi::{Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH};
+use crate::abi::{
+    Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, WIDE_MASK_WIDTHS,
+};
 use crate::device_array::DeviceDim;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::options::Kernel;
+use crate::options::{BoundaryMode, Kernel};
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
 use crate::session::Session;
 use cudarc::driver::{
@@ -226,6 +228,77 @@ pub(super) unsafe fn enqueue2d<R: DeviceRepr>(
             })
         }
     })
+}
+
+impl Session<'_> {
+    /// Enqueues on the engine's stream the correlation of each of `rows` contiguous rows of
+    /// `len` `f32`, on its own, with `taps` (`left` of them before the output position), ghost
+    /// cells by `mode`, clamped to `clamp`: the wide register-tiled kernel with a mask one row
+    /// high, from `input` into `output` (both of `rows * len` `f32`). The N-D passes along a
+    /// last axis take it: its blocks read whole rows, where the axis kernels leave most of
+    /// their threads idle on short lines (PERFORMANCE.md). Returns `false`, enqueuing
+    /// nothing, where no wide kernel is compiled for that many taps or `len` is not a
+    /// multiple of 4 (the kernel's 16-byte stores).
+    ///
+    /// # Errors
+    /// [`ConvError::InvalidLaunch`] for buffers smaller than the rows, [`ConvError::TooLarge`],
+    /// [`ConvError::Driver`].
+    pub(crate) fn enqueue_rows(
+        &self,
+        (rows, len): (usize, usize),
+        (taps, left): (&[f32], usize),
+        (mode, clamp): (BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        if !len.is_multiple_of(4) || !WIDE_MASK_WIDTHS.contains(&(taps.len() as u32)) {
+            return Ok(false);
+        }
+        let bytes = rows * len * size_of::<f32>();
+        if input.len() < bytes || output.len() < bytes {
+            return Err(ConvError::invalid_launch("conv2d_register_tiled")(format!(
+                "buffers of {} and {} bytes for {bytes}",
+                input.len(),
+                output.len()
+            )));
+        }
+        let plan = register_tiled::plan(self.device(), (1, taps.len()), 1, None)?;
+        let mask = Mask2d {
+            values: taps.to_vec(),
+            rows: 1,
+            cols: taps.len(),
+            top: 0,
+            left,
+        };
+        let launch = Launch {
+            plan: &plan,
+            mode,
+            clamp,
+        };
+        let shape = ImageShape {
+            height: rows,
+            width: len,
+            channels: 1,
+            pitch: len,
+        };
+        let grid = Grid2d::new(self, shape, &mask, launch)?;
+        self.place_mask(&plan, &mask.values)?;
+        // SAFETY: both buffers hold the `rows` rows of `len` elements (checked above), pitch
+        // `len`, a multiple of 4, in 256-byte aligned allocations; distinct buffers (the
+        // caller's); the mask is in MASK (wide kernels read it there), written on this stream
+        // just before; the wide kernel takes no tensor map.
+        unsafe {
+            enqueue2d::<f32>(
+                self,
+                self.stream(),
+                (&plan, &grid),
+                (input, None),
+                None,
+                output,
+            )
+        }?;
+        Ok(true)
+    }
 }
 
 impl Engine {

@@ -88,7 +88,13 @@ unsafe fn stream_short_steps<S: Element<Real = f32>, const M: usize, const C: us
 /// `K` (the ring the host sized the block's memory for, and the steps it sized the blocks'
 /// heights in).
 #[inline(always)]
-unsafe fn walk<const M: usize, const C: usize, const K: u64, const R: usize, S: Element<Real = f32>>(
+unsafe fn walk<
+    const M: usize,
+    const C: usize,
+    const K: u64,
+    const R: usize,
+    S: Element<Real = f32>,
+>(
     input: *const S,
     output: *mut S,
     p: &Conv2dParams,

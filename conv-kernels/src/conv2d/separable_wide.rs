@@ -64,7 +64,9 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
     let mut column_slot = 0;
     for step in 0..strip.steps::<M>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
-        unsafe { strip.stage::<M, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words) };
+        unsafe {
+            strip.stage::<M, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
+        };
         // SAFETY: `input` is the image `p` describes.
         unsafe { strip.prefetch::<M, C, f32>((input, p), step + 1) };
         sync_threads();

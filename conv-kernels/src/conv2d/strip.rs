@@ -26,8 +26,7 @@ use crate::boundary::Plane;
 use crate::conv2d::wide::{Plain, Staging, store_segment, with_finish};
 use crate::element::Element;
 use crate::gpu::{
-    SharedTile, block_idx_x, block_idx_y, opaque, prefetch_l2, sync_threads,
-    thread_idx_x,
+    SharedTile, block_idx_x, block_idx_y, opaque, prefetch_l2, sync_threads, thread_idx_x,
 };
 use core::marker::PhantomData;
 
@@ -194,7 +193,8 @@ impl<const K: u64> Strip<K> {
         if self.columns_inside && step_y >= 0 && step_y as u64 + K <= u64::from(p.height) {
             let row = |ry| (step_y as u64 + ry) * p.pitch + self.first_e as u64 + self.lane;
             // SAFETY: the step's region lies inside the image.
-            let value = |row, k: usize| unsafe { (*input.add((row + 32 * k as u64) as usize)).widen() };
+            let value =
+                |row, k: usize| unsafe { (*input.add((row + 32 * k as u64) as usize)).widen() };
             if short_steps {
                 staging.interior_at::<M, C, 2, _>(row_word, row, value);
             } else {
