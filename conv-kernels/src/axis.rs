@@ -23,7 +23,8 @@
 //!   (ghost cells folded there; none in tiles inside the array), computes from there, and
 //!   writes its outputs back through shared memory so that every store is a contiguous row.
 //!   Along the last axis (`inner = 1`) a tile is one line of 2,048 positions, so shorter lines
-//!   leave threads idle.
+//!   leave threads idle; the host runs the last-axis passes that store their result on the 2D
+//!   wide register-tiled kernel instead, where one is compiled for the mask length.
 //! - [`direct`]: for masks whose halo does not fit in shared memory, each thread reads its
 //!   window from global memory (L1 and L2 serve the overlap).
 //!

@@ -119,16 +119,13 @@ fn identity() -> Pass {
     }
 }
 
-/// One term: its passes, the last axis's first, or the identity where there are none. A pass
-/// along the last axis that stores its result runs on the 2D wide kernel (`enqueue_rows`),
-/// one that adds into the output on the slower axis kernel: a term ends along another axis
-/// where it has one.
-fn term(mut passes: Vec<Pass>) -> Vec<Pass> {
+/// One term: its passes, or the identity where there are none.
+fn term(passes: Vec<Pass>) -> Vec<Pass> {
     if passes.is_empty() {
-        return vec![identity()];
+        vec![identity()]
+    } else {
+        passes
     }
-    passes.sort_by_key(|pass| std::cmp::Reverse(pass.axis));
-    passes
 }
 
 fn single(passes: Vec<Pass>, clamp: (f32, f32)) -> Filter {
