@@ -8,7 +8,7 @@
 //! cargo run --release --example bench -- --host          # host -> host calls against the transfer floor
 //! cargo run --release --example bench -- --multi         # one host call split over 1 to N GPUs
 //! cargo run --release --example bench -- --nd            # volumes, batches, any axis, filters
-//! cargo run --release --example bench -- --types         # u8, u16, f16, f32 on device arrays
+//! cargo run --release --example bench -- --types         # every element type on device arrays
 //! cargo run --release --example bench -- --plot-only bench-results/bench.csv
 //! ```
 //!

@@ -1,4 +1,4 @@
-//! `--types`: the element-type cases, each filtered from one device array into another of its
+//! `--types`: the element-type cases (`u8`, `u16`, `f16`, `f32`, `f64`), each filtered from one device array into another of its
 //! type, so that the device moves only the type's bytes. Device time: CUDA events around each
 //! call on the engine's stream, the median of `RUNS` after `WARMUP`; the roofline: the copy
 //! bandwidth of the same run, for the type's bytes read and written once; the output array is
@@ -24,9 +24,9 @@ struct TypeCase {
 }
 
 /// The zero-border correlation of `image` with `mask` at `(y, x, c)`, in f64.
-fn sum_at<T: Element<Real = f32>>(
+fn sum_at<T: Element>(
     image: &Array3<T>,
-    mask: &Array2<f32>,
+    mask: &Array2<T::Real>,
     (y, x, c): (usize, usize, usize),
 ) -> f64 {
     let (rows, cols) = mask.dim();
@@ -38,7 +38,7 @@ fn sum_at<T: Element<Real = f32>>(
             x as i64 + j as i64 - (cols / 2) as i64,
         );
         if (0..height as i64).contains(&sy) && (0..width as i64).contains(&sx) {
-            sum += f64::from(w) * image[(sy as usize, sx as usize, c)].to_f64();
+            sum += w.to_f64() * image[(sy as usize, sx as usize, c)].to_f64();
         }
     }
     sum
@@ -46,13 +46,13 @@ fn sum_at<T: Element<Real = f32>>(
 
 /// Largest error at sampled positions, in units of the type's spacing at the sum (integers: of
 /// 1; floats: relative to the sum of the magnitudes of the products).
-fn sampled_error<T: Element<Real = f32>>(
+fn sampled_error<T: Element>(
     rng: &mut StdRng,
     image: &Array3<T>,
-    mask: &Array2<f32>,
+    mask: &Array2<T::Real>,
     output: &Array3<T>,
 ) -> f64 {
-    let magnitude_mask = mask.mapv(f32::abs);
+    let magnitude_mask = mask.mapv(|w| <T::Real as Element>::from_f64(w.to_f64().abs()));
     let image_magnitude = image.mapv(|v| T::from_f64(v.to_f64().abs()));
     let integer = T::from_f64(0.5).to_f64() != 0.5;
     let (height, width, channels) = image.dim();
@@ -77,10 +77,7 @@ fn sampled_error<T: Element<Real = f32>>(
 
 /// Random values across the type's range: [0, 255] for `u8`, [0, 65535] for `u16`, [-1, 1)
 /// for the floats.
-fn random_image<T: Element<Real = f32>>(
-    rng: &mut StdRng,
-    shape: (usize, usize, usize),
-) -> Array3<T> {
+fn random_image<T: Element>(rng: &mut StdRng, shape: (usize, usize, usize)) -> Array3<T> {
     let top = T::from_f64(1e9).to_f64().min(1.0e6);
     let integer = T::from_f64(0.5).to_f64() != 0.5;
     Array3::from_shape_simple_fn(shape, || {
@@ -95,11 +92,7 @@ fn random_image<T: Element<Real = f32>>(
 
 impl Bench<'_> {
     /// One type's case: device time, roofline and check, printed and as a CSV line.
-    fn type_case<T: Element<Real = f32>>(
-        &mut self,
-        case: &TypeCase,
-        tolerance: f64,
-    ) -> Result<String, String> {
+    fn type_case<T: Element>(&mut self, case: &TypeCase, tolerance: f64) -> Result<String, String> {
         let engine: &Engine = self.engine;
         let image = random_image::<T>(&mut self.rng, case.shape);
         let options = Conv2dOptions {
@@ -109,7 +102,7 @@ impl Bench<'_> {
         let (name, mask) = match case.mask {
             Some(side) => {
                 let taps = Array2::from_shape_simple_fn((side, side), || {
-                    self.rng.random_range(-1.0f32..1.0) / side as f32
+                    <T::Real as Element>::from_f64(self.rng.random_range(-1.0..1.0) / side as f64)
                 });
                 (
                     format!(
@@ -130,7 +123,9 @@ impl Bench<'_> {
                     case.shape.1,
                     case.shape.2
                 ),
-                conv_host::masks::gaussian2d(2.0, 4.0).map_err(|e| e.to_string())?,
+                conv_host::masks::gaussian2d(2.0, 4.0)
+                    .map_err(|e| e.to_string())?
+                    .mapv(|w| <T::Real as Element>::from_f64(f64::from(w))),
             ),
         };
         let failed = |e: conv_host::ConvError| format!("{name}: {e}");
@@ -191,6 +186,7 @@ impl Bench<'_> {
         lines.push(self.type_case::<u16>(&general(gray), 1.0)?);
         lines.push(self.type_case::<f16>(&general(gray), 2e-3)?);
         lines.push(self.type_case::<f32>(&general(gray), 1e-5)?);
+        lines.push(self.type_case::<f64>(&general(gray), 1e-12)?);
         Ok(lines)
     }
 }
