@@ -55,45 +55,31 @@ fn view_error(bytes: usize) -> ConvError {
 }
 
 impl Session<'_> {
-    /// Runs `kernel` from `input` (`elements` of `T`) into `output` (as many of `O`), each
-    /// viewed as its own bytes: for kernels that read `T` and write `O` themselves.
-    pub(crate) fn on_arrays<T: Element, O: Element>(
-        &self,
-        input: &CudaSlice<T>,
-        output: &mut CudaSlice<O>,
-        elements: usize,
-        kernel: impl FnOnce(&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>) -> Result<()>,
-    ) -> Result<()> {
-        let (input_bytes, output_bytes) = (elements * size_of::<T>(), elements * size_of::<O>());
-        // SAFETY: `elements` of `T` and of `O` are the bytes viewed; every bit pattern of `u8`
-        // is valid.
-        let source =
-            unsafe { input.transmute::<u8>(input_bytes) }.ok_or_else(|| view_error(input_bytes))?;
-        // SAFETY: as above, for `O`.
-        let mut target = unsafe { output.transmute_mut::<u8>(output_bytes) }
-            .ok_or_else(|| view_error(output_bytes))?;
-        kernel(&source, &mut target)
-    }
-
-    /// Runs `kernel` from `input` (`elements` of `T`) into `output` (as many of `O`) through
-    /// buffers of their `Real` type: views of the arrays themselves where they hold it, device
-    /// temporaries (from the stream-ordered pool) where `T` is widened before and `O` narrowed
-    /// after, all on the engine's stream.
+    /// Runs `kernel` from `input` (`elements` of `T`) into `output` (as many of `O`), all on the
+    /// engine's stream. A `native` kernel reads `T` and writes `O` themselves: it gets views of
+    /// the arrays' own bytes. Any other kernel reads and writes their `Real` type: views of the
+    /// arrays where they hold it, device temporaries (from the stream-ordered pool) where `T`
+    /// is widened before and `O` narrowed after.
     pub(crate) fn between_arrays<T: Element, O: Element<Real = T::Real>>(
         &self,
         input: &CudaSlice<T>,
         output: &mut CudaSlice<O>,
-        elements: usize,
+        (elements, native): (usize, bool),
         kernel: impl FnOnce(&CudaView<'_, u8>, &mut CudaViewMut<'_, u8>) -> Result<()>,
     ) -> Result<()> {
         let stream = self.stream();
+        let (widen, narrow) = if native {
+            (None, None)
+        } else {
+            (widening::<T>(), narrowing::<O>())
+        };
         let bytes = elements * size_of::<T::Real>();
         let temporary = || -> Result<CudaSlice<u8>> {
             // SAFETY: written by a conversion or a kernel, in stream order, before any read.
             unsafe { stream.alloc::<u8>(bytes.max(1)) }
                 .map_err(|error| memory_error(stream.context(), error, bytes, "temporary"))
         };
-        let widened = match widening::<T>() {
+        let widened = match widen {
             Some(entry_point) => {
                 let mut wide = temporary()?;
                 self.convert(stream, entry_point, (input, &mut wide), elements)?;
@@ -101,25 +87,29 @@ impl Session<'_> {
             }
             None => None,
         };
-        let mut narrowed = narrowing::<O>().map(|_| temporary()).transpose()?;
+        let mut narrowed = narrow.map(|_| temporary()).transpose()?;
         {
+            // An array the kernel reads or writes itself: native, or of the `Real` type.
+            let (input_bytes, output_bytes) =
+                (elements * size_of::<T>(), elements * size_of::<O>());
             let source = match &widened {
                 Some(wide) => wide.as_view(),
-                // SAFETY: without a widening `T` is its `Real` type: `elements` of it are the
-                // `bytes` bytes viewed, every bit pattern valid.
-                None => unsafe { input.transmute::<u8>(bytes) }.ok_or_else(|| view_error(bytes))?,
+                // SAFETY: the `elements` of `T` are the bytes viewed; every bit pattern of `u8`
+                // is valid.
+                None => unsafe { input.transmute::<u8>(input_bytes) }
+                    .ok_or_else(|| view_error(input_bytes))?,
             };
             let mut target = match &mut narrowed {
                 Some(narrow) => narrow.as_view_mut(),
                 None => {
                     // SAFETY: as above, for `O`.
-                    let view = unsafe { output.transmute_mut::<u8>(bytes) };
-                    view.ok_or_else(|| view_error(bytes))?
+                    let view = unsafe { output.transmute_mut::<u8>(output_bytes) };
+                    view.ok_or_else(|| view_error(output_bytes))?
                 }
             };
             kernel(&source, &mut target)?;
         }
-        if let (Some(entry_point), Some(narrow)) = (narrowing::<O>(), &narrowed) {
+        if let (Some(entry_point), Some(narrow)) = (narrow, &narrowed) {
             self.convert(stream, entry_point, (narrow, output), elements)?;
         }
         Ok(())

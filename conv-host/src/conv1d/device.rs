@@ -78,20 +78,25 @@ impl Engine {
         }
         let session = self.session()?;
         let device_mask = session.place_mask(&plan, &taps.values)?;
-        session.between_arrays(&input.data, &mut output.data, len, |source, target| {
-            // SAFETY: both buffers hold `len` elements of the kernels' type (same shape,
-            // checked above; distinct allocations, 16-byte aligned); the mask is in MASK or in
-            // `device_mask`, written on this stream just before.
-            unsafe {
-                enqueue1d(
-                    &session,
-                    &self.stream,
-                    (launch, &taps, len),
-                    source,
-                    device_mask.as_ref(),
-                    target,
-                )
-            }
-        })
+        session.between_arrays(
+            &input.data,
+            &mut output.data,
+            (len, false),
+            |source, target| {
+                // SAFETY: both buffers hold `len` elements of the kernels' type (same shape,
+                // checked above; distinct allocations, 16-byte aligned); the mask is in MASK or in
+                // `device_mask`, written on this stream just before.
+                unsafe {
+                    enqueue1d(
+                        &session,
+                        &self.stream,
+                        (launch, &taps, len),
+                        source,
+                        device_mask.as_ref(),
+                        target,
+                    )
+                }
+            },
+        )
     }
 }

@@ -107,36 +107,24 @@ impl Engine {
         let shape = ImageShape::of::<D>((height, width, channels));
         let session = self.session()?;
         let grid = Grid2d::new(&session, shape, &mask, launch)?;
+        // The streaming kernel that reads and writes `T` itself, where one runs; its mask goes
+        // to its own module's constant memory.
         let native = native_plan::<T, O>(&plan);
-        // The mask goes to the constant memory of the kernel that runs.
-        let device_mask = session.place_mask(native.as_ref().unwrap_or(&plan), &mask.values)?;
+        let plan = native.as_ref().unwrap_or(&plan);
+        let device_mask = session.place_mask(plan, &mask.values)?;
         let elements = height * input.pitch;
-        if let Some(native) = native {
-            return session.on_arrays(&input.data, &mut output.data, elements, |source, target| {
-                // SAFETY: as below, with both buffers of `T`, which the native kernel reads
-                // and writes; it takes no tensor map.
-                unsafe {
-                    enqueue2d(
-                        &session,
-                        &self.stream,
-                        (&native, &grid),
-                        (source, None),
-                        device_mask.as_ref(),
-                        target,
-                    )
-                }
-            });
-        }
-        session.between_arrays(&input.data, &mut output.data, elements, |source, target| {
-            let map = input_map(&session, &self.stream, (&plan, &mask), shape, source)?;
-            // SAFETY: both buffers hold `height` rows of `pitch` elements of the kernels' type
-            // (same shape, checked above; distinct allocations); the mask is in MASK or in
-            // `device_mask`, written on this stream just before; `map` describes `source`.
+        let extent = (elements, native.is_some());
+        session.between_arrays(&input.data, &mut output.data, extent, |source, target| {
+            let map = input_map(&session, &self.stream, (plan, &mask), shape, source)?;
+            // SAFETY: both buffers hold `height` rows of `pitch` elements of the type the
+            // kernel reads and writes (same shape, checked above; distinct allocations); the
+            // mask is in MASK or in `device_mask`, written on this stream just before; `map`
+            // describes `source` (the native kernels take none).
             unsafe {
                 enqueue2d(
                     &session,
                     &self.stream,
-                    (&plan, &grid),
+                    (plan, &grid),
                     (source, map.as_ref()),
                     device_mask.as_ref(),
                     target,

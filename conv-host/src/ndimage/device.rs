@@ -51,7 +51,7 @@ impl Engine {
             session.between_arrays(
                 &device_input.data,
                 &mut device_output.data,
-                len,
+                (len, false),
                 |source, target| work(&session, source, target),
             )?;
             (start, self.stream.record_event(timing).context(describe)?)
