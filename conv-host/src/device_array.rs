@@ -12,7 +12,7 @@ use crate::error::{ConvError, DriverContext, Result};
 use crate::layout::{copy_from_view, copy_into_view, try_filled};
 use crate::pipeline::plan_bands;
 use crate::session::Session;
-use crate::staging::memory_error;
+use crate::staging::{SlotBytes, memory_error};
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
 use ndarray::{
     Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, RemoveAxis, Slice,
@@ -317,7 +317,11 @@ impl Engine {
         let view = array.view();
         let mut session = self.session()?;
         let (bands, slots, elements) = copy_bands::<S::Elem>(rows, pitch)?;
-        let mut slots = session.take_slots(slots, elements * size_of::<S::Elem>(), false)?;
+        let mut slots = session.take_slots(
+            slots,
+            SlotBytes::uniform(elements * size_of::<S::Elem>()),
+            false,
+        )?;
         let count = slots.len();
         let result = (|| {
             for (i, band) in bands.iter().enumerate() {
@@ -382,7 +386,8 @@ impl Engine {
         }
         let mut session = self.session()?;
         let (bands, slots, elements) = copy_bands::<T>(rows, pitch)?;
-        let mut slots = session.take_slots(slots, elements * size_of::<T>(), false)?;
+        let mut slots =
+            session.take_slots(slots, SlotBytes::uniform(elements * size_of::<T>()), false)?;
         let count = slots.len();
         let describe = || "downloading an array (or the work enqueued before)".to_string();
         let result = (|| {

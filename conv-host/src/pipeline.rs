@@ -13,7 +13,7 @@ use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
 use crate::plan::LaunchPlan;
 use crate::session::Session;
-use crate::staging::{HostTimes, Slot};
+use crate::staging::{HostTimes, Slot, SlotBytes};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
     CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtrMut, LaunchConfig,
@@ -393,7 +393,13 @@ impl Engine {
         for band in &mut bands {
             band.output = band.output.start + call.part.start..band.output.end + call.part.start;
         }
-        let mut slots = session.take_slots(slots, elements * size_of::<R>(), converts)?;
+        // The page-locked buffers carry the band in the types that cross the host link.
+        let link_bytes = size_of::<W::Input>().max(size_of::<W::Output>());
+        let bytes = SlotBytes {
+            host: elements * link_bytes,
+            device: elements * size_of::<R>(),
+        };
+        let mut slots = session.take_slots(slots, bytes, converts)?;
         // The bands run on the slots' streams: after the mask's upload.
         session.order_after_engine_stream(&slots)?;
         let mut times = HostTimes {

@@ -9,7 +9,7 @@ use crate::error::{ConvError, DriverContext, Result};
 use crate::plan::LaunchPlan;
 #[cfg(feature = "bench")]
 use crate::plan::for_each_grid;
-use crate::staging::{Slot, Staging, memory_error};
+use crate::staging::{Slot, SlotBytes, Staging, memory_error};
 #[cfg(feature = "bench")]
 use cudarc::driver::PushKernelArg;
 use cudarc::driver::sys::{CUevent_flags, CUresult};
@@ -388,15 +388,15 @@ impl Session<'_> {
             .map_err(|error| self.engine.record_fault(error, what()))
     }
 
-    /// `count` pipeline slots of at least `elements` elements each, taken from the engine's
-    /// staging (give them back with [`Session::return_slots`]).
+    /// `count` pipeline slots with buffers of at least `bytes`, taken from the engine's staging
+    /// (give them back with [`Session::return_slots`]).
     ///
     /// # Errors
     /// As [`Staging::slots`].
     pub(crate) fn take_slots(
         &mut self,
         count: usize,
-        bytes: usize,
+        bytes: SlotBytes,
         scratch: bool,
     ) -> Result<Vec<Slot>> {
         let context = self.engine.context.clone();

@@ -8,8 +8,13 @@ use crate::element::Element;
 use crate::error::{ConvError, DriverContext, Result};
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
+use rayon::prelude::*;
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 use std::sync::Arc;
+
+/// Bytes one thread zeroes at a time in a new page-locked buffer.
+const ZEROING_CHUNK_BYTES: usize = 1 << 20;
 
 /// Page-locked host memory of `len` bytes, zeroed at allocation, seen as a slice of any
 /// element type.
@@ -55,8 +60,15 @@ impl PinnedBuffer {
             context: format!("page-locked allocation of {bytes} bytes"),
             source: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
         })?;
-        // SAFETY: the allocation holds `bytes` writable bytes.
-        unsafe { std::ptr::write_bytes(pointer.as_ptr(), 0, bytes) };
+        // SAFETY: the allocation holds `bytes` writable bytes, seen by nothing else yet; as
+        // `MaybeUninit` they may be uninitialised.
+        let memory = unsafe {
+            std::slice::from_raw_parts_mut(pointer.as_ptr().cast::<MaybeUninit<u8>>(), bytes)
+        };
+        // On the thread pool: one thread writes a few GB/s, and staging is hundreds of MiB.
+        memory
+            .par_chunks_mut(ZEROING_CHUNK_BYTES)
+            .for_each(|chunk| chunk.fill(MaybeUninit::new(0)));
         Ok(Self {
             pointer,
             len,
@@ -99,10 +111,33 @@ impl Drop for PinnedBuffer {
     }
 }
 
+/// Sizes of a pipeline slot's buffers, in bytes: `host` for the page-locked buffers and the
+/// conversion buffer (a band in the types it crosses the host link in), `device` for the
+/// buffers the kernel reads and writes (a band in the kernels' type).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotBytes {
+    pub(crate) host: usize,
+    pub(crate) device: usize,
+}
+
+impl SlotBytes {
+    /// Buffers of one size.
+    pub(crate) fn uniform(bytes: usize) -> Self {
+        Self {
+            host: bytes,
+            device: bytes,
+        }
+    }
+
+    fn holds(self, other: Self) -> bool {
+        self.host >= other.host && self.device >= other.device
+    }
+}
+
 /// One stage of the host pipeline: a stream, page-locked buffers for the band it uploads and
 /// the band it downloads, the device buffers its kernel reads and writes, and, for element
 /// types converted on the device, a device buffer the upload lands in and the download leaves
-/// from (`scratch`). Every buffer holds the same number of bytes.
+/// from (`scratch`), sized as [`SlotBytes`] says.
 ///
 /// A slot's buffers are in use from the band's upload until its stream is synchronised; the
 /// pipeline writes `upload` and reads `download` on the host only between those times.
@@ -116,25 +151,25 @@ pub(crate) struct Slot {
 }
 
 impl Slot {
-    fn new(context: &Arc<CudaContext>, bytes: usize, scratch: bool) -> Result<Self> {
+    fn new(context: &Arc<CudaContext>, bytes: SlotBytes, scratch: bool) -> Result<Self> {
         let stream = context
             .new_stream()
             .context(|| "creating a pipeline stream".into())?;
-        let device = |what: &str| -> Result<CudaSlice<u8>> {
+        let device = |bytes: usize, what: &str| -> Result<CudaSlice<u8>> {
             // SAFETY: the buffer is written by an upload or a kernel before any read of it.
             unsafe { stream.alloc::<u8>(bytes.max(1)) }
                 .map_err(|error| memory_error(context, error, bytes, what))
         };
-        let input = device("pipeline input")?;
-        let output = device("pipeline output")?;
+        let input = device(bytes.device, "pipeline input")?;
+        let output = device(bytes.device, "pipeline output")?;
         let scratch = if scratch {
-            Some(device("pipeline conversion buffer")?)
+            Some(device(bytes.host, "pipeline conversion buffer")?)
         } else {
             None
         };
         Ok(Self {
-            upload: PinnedBuffer::new(context, bytes)?,
-            download: PinnedBuffer::new(context, bytes)?,
+            upload: PinnedBuffer::new(context, bytes.host)?,
+            download: PinnedBuffer::new(context, bytes.host)?,
             input,
             output,
             scratch,
@@ -142,14 +177,17 @@ impl Slot {
         })
     }
 
-    /// Bytes each of the slot's buffers holds.
-    pub(crate) fn capacity(&self) -> usize {
-        self.upload.len()
+    /// Bytes the slot's buffers hold.
+    pub(crate) fn capacity(&self) -> SlotBytes {
+        SlotBytes {
+            host: self.upload.len(),
+            device: self.input.len(),
+        }
     }
 
-    /// Device buffers of the slot.
-    fn device_buffers(&self) -> usize {
-        2 + usize::from(self.scratch.is_some())
+    /// Device bytes of the slot's buffers.
+    fn device_bytes(&self) -> usize {
+        2 * self.input.len() + self.scratch.as_ref().map_or(0, CudaSlice::len)
     }
 }
 
@@ -171,14 +209,14 @@ impl Staging {
         &mut self,
         context: &Arc<CudaContext>,
         count: usize,
-        bytes: usize,
+        bytes: SlotBytes,
         scratch: bool,
     ) -> Result<Vec<Slot>> {
         let fits = self.slots.len() >= count
             && self
                 .slots
                 .iter()
-                .all(|s| s.capacity() >= bytes && (s.scratch.is_some() || !scratch));
+                .all(|s| s.capacity().holds(bytes) && (s.scratch.is_some() || !scratch));
         if !fits {
             // Free the old buffers before asking for the new ones.
             self.release();
@@ -200,10 +238,7 @@ impl Staging {
 
     /// Device bytes the held slots take.
     pub(crate) fn device_bytes(&self) -> usize {
-        self.slots
-            .iter()
-            .map(|s| s.device_buffers() * s.capacity())
-            .sum()
+        self.slots.iter().map(Slot::device_bytes).sum()
     }
 
     /// Frees every slot (their streams are idle: every call synchronises them before returning).
