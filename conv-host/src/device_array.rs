@@ -6,6 +6,7 @@
 //! Device memory comes from the device's stream-ordered pool, which the engine keeps from
 //! returning freed blocks to the driver, so arrays of a recurring size cost no allocation.
 
+use crate::cache;
 use crate::element::{Element, narrowing, widening};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
@@ -332,6 +333,7 @@ impl Engine {
                 let buffer =
                     &mut slot.upload.as_mut_slice::<S::Elem>()[..band.output.len() * pitch];
                 pack_rows(&view, band.output.clone(), row_len, pitch, buffer);
+                cache::evict_small(buffer);
                 let range = band.output.start * pitch..band.output.end * pitch;
                 slot.stream
                     .memcpy_htod(&*buffer, &mut target.data.slice_mut(range))
@@ -394,6 +396,7 @@ impl Engine {
             let mut unpack = |band: &crate::pipeline::Band, slot: &crate::staging::Slot| {
                 let source = &slot.download.as_slice::<T>()[..band.output.len() * pitch];
                 unpack_rows(&mut output, band.output.clone(), pitch, source);
+                cache::evict_small(source);
             };
             for (i, band) in bands.iter().enumerate() {
                 if i >= count {

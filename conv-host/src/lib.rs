@@ -34,6 +34,7 @@
 #[path = "../../conv-kernels/src/abi.rs"]
 mod abi;
 mod axis;
+mod cache;
 mod conv1d;
 mod conv2d;
 mod conv3d;
@@ -52,6 +53,7 @@ pub mod masks;
 mod multi;
 pub mod ndimage;
 mod options;
+mod pinned;
 mod pipeline;
 mod plan;
 mod session;

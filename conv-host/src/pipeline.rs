@@ -8,6 +8,7 @@
 //! and `Mirror` included, and a mask may be taller than a band. An input that fits one band runs
 //! as one buffer of exactly its rows, the boundary left to the kernel.
 
+use crate::cache;
 use crate::element::{Element, Real, narrowing, widening};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
@@ -167,17 +168,16 @@ impl Session<'_> {
                     let started = Instant::now();
                     let (upload, download) = (&mut slot.upload, &slot.download);
                     let kept = &download.as_slice::<W::Output>()[..done.output.len() * row_len];
-                    rayon::join(
-                        || work.pack(band, &mut upload.as_mut_slice::<W::Input>()[..elements]),
-                        || unpack(done, kept),
-                    );
+                    let packed = &mut upload.as_mut_slice::<W::Input>()[..elements];
+                    rayon::join(|| work.pack(band, packed), || unpack(done, kept));
+                    cache::evict_small(packed);
+                    cache::evict_small(kept);
                     times.pack_unpack_ms += ms_since(started);
                 } else {
                     let started = Instant::now();
-                    work.pack(
-                        band,
-                        &mut slot.upload.as_mut_slice::<W::Input>()[..elements],
-                    );
+                    let packed = &mut slot.upload.as_mut_slice::<W::Input>()[..elements];
+                    work.pack(band, packed);
+                    cache::evict_small(packed);
                     times.first_pack_ms += ms_since(started);
                 }
                 timings.push(self.submit(slot, (band, rows, constant), row_len, work)?);
@@ -189,10 +189,9 @@ impl Session<'_> {
                 self.finish(&slot.stream, || work.describe(done))?;
                 times.wait_ms += ms_since(waited);
                 let started = Instant::now();
-                unpack(
-                    done,
-                    &slot.download.as_slice::<W::Output>()[..done.output.len() * row_len],
-                );
+                let kept = &slot.download.as_slice::<W::Output>()[..done.output.len() * row_len];
+                unpack(done, kept);
+                cache::evict_small(kept);
                 times.last_unpack_ms += ms_since(started);
             }
             // Every band is done: its kernels' events have completed.

@@ -4,112 +4,11 @@
 //! A host call reuses them instead of allocating, and its copies run at the page-locked rate
 //! (pageable copies run several times slower and cannot overlap).
 
-use crate::element::Element;
 use crate::error::{ConvError, DriverContext, Result};
+use crate::pinned::PinnedBuffer;
 use cudarc::driver::sys::CUresult;
 use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
-use rayon::prelude::*;
-use std::mem::MaybeUninit;
-use std::ptr::NonNull;
 use std::sync::Arc;
-
-/// Bytes one thread zeroes at a time in a new page-locked buffer.
-const ZEROING_CHUNK_BYTES: usize = 1 << 20;
-
-/// Page-locked host memory of `len` bytes, zeroed at allocation, seen as a slice of any
-/// element type.
-///
-/// The pipeline hands a buffer to one asynchronous copy at a time and touches it on the host
-/// only after the copy's stream has been synchronised (see [`Slot`]).
-pub(crate) struct PinnedBuffer {
-    pointer: NonNull<u8>,
-    len: usize,
-    context: Arc<CudaContext>,
-}
-
-// SAFETY: the buffer is plain memory owned by this value; the driver allocation may be used and
-// freed from any thread once the context is bound (`Drop` binds it).
-unsafe impl Send for PinnedBuffer {}
-// SAFETY: shared references only read the memory (`as_slice`).
-unsafe impl Sync for PinnedBuffer {}
-
-impl PinnedBuffer {
-    /// Allocates `len` page-locked bytes.
-    ///
-    /// # Errors
-    /// [`ConvError::HostOutOfMemory`] when the driver cannot page-lock that much memory,
-    /// [`ConvError::Driver`] for other driver errors.
-    pub(crate) fn new(context: &Arc<CudaContext>, len: usize) -> Result<Self> {
-        let bytes = len.max(1);
-        context
-            .bind_to_thread()
-            .context(|| "binding the context for a page-locked allocation".into())?;
-        // SAFETY: `bytes` is non-zero; flags 0 ask for plain page-locked memory (not
-        // write-combined, since the host reads the download buffers).
-        let raw = unsafe { cudarc::driver::result::malloc_host(bytes, 0) }.map_err(|error| {
-            if error.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
-                ConvError::HostOutOfMemory { requested: bytes }
-            } else {
-                ConvError::Driver {
-                    context: format!("page-locked allocation of {bytes} bytes"),
-                    source: error,
-                }
-            }
-        })?;
-        let pointer = NonNull::new(raw.cast::<u8>()).ok_or(ConvError::Driver {
-            context: format!("page-locked allocation of {bytes} bytes"),
-            source: DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY),
-        })?;
-        // SAFETY: the allocation holds `bytes` writable bytes, seen by nothing else yet; as
-        // `MaybeUninit` they may be uninitialised.
-        let memory = unsafe {
-            std::slice::from_raw_parts_mut(pointer.as_ptr().cast::<MaybeUninit<u8>>(), bytes)
-        };
-        // On the thread pool: one thread writes a few GB/s, and staging is hundreds of MiB.
-        memory
-            .par_chunks_mut(ZEROING_CHUNK_BYTES)
-            .for_each(|chunk| chunk.fill(MaybeUninit::new(0)));
-        Ok(Self {
-            pointer,
-            len,
-            context: context.clone(),
-        })
-    }
-
-    /// Bytes.
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// The buffer as whole elements of `T`.
-    pub(crate) fn as_slice<T: Element>(&self) -> &[T] {
-        // SAFETY: `len` initialised bytes (zeroed at allocation, then written as elements)
-        // owned by this buffer, aligned for every element type (the driver aligns host
-        // allocations to pages); every bit pattern is a valid value of every element type.
-        unsafe {
-            std::slice::from_raw_parts(self.pointer.as_ptr().cast(), self.len / size_of::<T>())
-        }
-    }
-
-    /// The buffer as whole elements of `T`, to write.
-    pub(crate) fn as_mut_slice<T: Element>(&mut self) -> &mut [T] {
-        // SAFETY: as `as_slice`, and `&mut self` makes the borrow exclusive.
-        unsafe {
-            std::slice::from_raw_parts_mut(self.pointer.as_ptr().cast(), self.len / size_of::<T>())
-        }
-    }
-}
-
-impl Drop for PinnedBuffer {
-    fn drop(&mut self) {
-        // Errors cannot be reported from here; a failed free leaks the pages, nothing worse.
-        if self.context.bind_to_thread().is_ok() {
-            // SAFETY: the pointer came from `malloc_host` and is freed once; no copy is in
-            // flight (a slot's stream is synchronised before its buffers are dropped).
-            let _ = unsafe { cudarc::driver::result::free_host(self.pointer.as_ptr().cast()) };
-        }
-    }
-}
 
 /// Sizes of a pipeline slot's buffers, in bytes: `host` for the page-locked buffers and the
 /// conversion buffer (a band in the types it crosses the host link in), `device` for the

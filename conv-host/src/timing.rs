@@ -4,7 +4,7 @@
 use crate::abi::{SM_COPY_QUADS_PER_THREAD, SM_COPY_THREADS};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
-use crate::staging::PinnedBuffer;
+use crate::pinned::PinnedBuffer;
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 

@@ -4,6 +4,7 @@
 
 use super::reference::fold;
 use super::{Taps, enqueue1d};
+use crate::cache::copy_streaming;
 use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
@@ -95,8 +96,10 @@ fn pack_chunk<T: Element>(
             let start = first + (chunk * MIN_ELEMENTS_PER_TASK) as i64;
             let inside = start >= 0 && start as usize + destination.len() <= len;
             match contiguous {
-                Some(slice) if inside => destination
-                    .copy_from_slice(&slice[start as usize..start as usize + destination.len()]),
+                Some(slice) if inside => {
+                    let end = start as usize + destination.len();
+                    copy_streaming(destination, &slice[start as usize..end]);
+                }
                 _ => destination.iter_mut().enumerate().for_each(|(k, d)| {
                     *d = fold(start + k as i64, len, mode).map_or(ghost, |i| input[i]);
                 }),
