@@ -203,14 +203,19 @@ fn the_filter_family_matches_the_reference() {
 /// twin.
 fn volumes<T: Random>(rng: &mut StdRng) {
     let nd = engine().ndimage();
-    let cases: [(&[usize], &[usize]); 10] = [
+    let cases: [(&[usize], &[usize]); 14] = [
         (&[13, 37, 45], &[3, 3, 3]),
         (&[70, 9, 35], &[3, 3, 3]),
         (&[11, 20, 70], &[5, 5, 5]),
         (&[9, 17, 40], &[2, 4, 3]),
-        // A batch: each image on its own.
+        // A batch: each image on its own; rows of a multiple of 4 elements and square masks
+        // of 3 to 9 run on the 2D streaming kernel, one grid plane per image.
         (&[21, 19, 50], &[1, 5, 5]),
         (&[10, 33, 29], &[1, 3, 3]),
+        (&[23, 37, 44], &[1, 5, 5]),
+        (&[5, 70, 32, 3], &[1, 3, 3, 1]),
+        (&[4, 150, 64], &[1, 9, 9]),
+        (&[3, 5, 8], &[1, 9, 9]),
         // Deeper than one launch's ring of sums: one launch per 8 mask slices, each adding.
         (&[30, 9, 40], &[19, 2, 3]),
         // Deeper, taller and wider than the input.
@@ -276,24 +281,27 @@ fn volumes_batches_and_channels_match_the_reference() {
 fn a_batch_filters_each_image_on_its_own() {
     let (mut rng, _) = rng("batch");
     let nd = engine().ndimage();
-    let stack: ArrayD<f32> = random_array(&mut rng, IxDyn(&[6, 40, 50]));
-    let weights: ArrayD<f32> =
-        ArrayD::from_shape_simple_fn(IxDyn(&[1, 5, 5]), || rng.random_range(-1.0..1.0));
-    let options = NdOptions {
-        mode: BoundaryMode::Wrap.into(),
-        ..Default::default()
-    };
-    let whole = nd.correlate(&stack, &weights, &options).unwrap();
-    let mask2d = weights.index_axis(ndarray::Axis(0), 0).to_owned();
-    for (n, image) in stack.outer_iter().enumerate() {
-        let alone = nd.correlate(&image, &mask2d, &options).unwrap();
-        let row = whole.index_axis(ndarray::Axis(0), n);
-        // The same sums in the same order: the 3D and the 2D designs agree to rounding.
-        for (a, b) in alone.iter().zip(row.iter()) {
-            assert!(
-                (a - b).abs() <= 1e-5,
-                "image {n}: {a} alone, {b} in the batch"
-            );
+    // Rows of 50 elements take the 3D kernel, of 52 the 2D streaming kernel's grid planes.
+    for width in [50, 52] {
+        let stack: ArrayD<f32> = random_array(&mut rng, IxDyn(&[6, 40, width]));
+        let weights: ArrayD<f32> =
+            ArrayD::from_shape_simple_fn(IxDyn(&[1, 5, 5]), || rng.random_range(-1.0..1.0));
+        let options = NdOptions {
+            mode: BoundaryMode::Wrap.into(),
+            ..Default::default()
+        };
+        let whole = nd.correlate(&stack, &weights, &options).unwrap();
+        let mask2d = weights.index_axis(ndarray::Axis(0), 0).to_owned();
+        for (n, image) in stack.outer_iter().enumerate() {
+            let alone = nd.correlate(&image, &mask2d, &options).unwrap();
+            let row = whole.index_axis(ndarray::Axis(0), n);
+            // The same sums: the batch's and the 2D designs agree to rounding.
+            for (a, b) in alone.iter().zip(row.iter()) {
+                assert!(
+                    (a - b).abs() <= 1e-5,
+                    "width {width}, image {n}: {a} alone, {b} in the batch"
+                );
+            }
         }
     }
 }

@@ -158,6 +158,13 @@ pub fn block_idx_y() -> u64 {
     unsafe { nvptx::_block_idx_y() as u64 }
 }
 
+/// `blockIdx.z`.
+#[inline(always)]
+pub fn block_idx_z() -> u64 {
+    // SAFETY: reads a special register; always defined inside a kernel.
+    unsafe { nvptx::_block_idx_z() as u64 }
+}
+
 /// `blockDim.y`.
 #[inline(always)]
 pub fn block_dim_y() -> u64 {

@@ -2,6 +2,7 @@
 //! for the strip designs, tensor maps for the tensor-copy designs, and the grids, as many as
 //! the image's height needs.
 
+use super::register_tiled::STREAM_ENTRY_POINTS;
 use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
 use crate::abi::{
     Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, WIDE_MASK_WIDTHS,
@@ -43,6 +44,8 @@ impl ImageShape {
 /// The grids of one planned launch over one image: blocks along a row and down the image,
 /// block shape, rows per block, shared memory, and the launch parameters they share.
 pub(super) struct Grid2d {
+    /// Images of a batch, one per grid plane (the streaming kernels only; 1 for the others).
+    planes: u64,
     blocks_x: u64,
     pub(super) blocks_y: u64,
     pub(super) max_grid_y: u64,
@@ -60,6 +63,17 @@ impl Grid2d {
     pub(super) fn new<R>(
         session: &Session<'_>,
         shape: ImageShape,
+        mask: &Mask2d<R>,
+        launch: Launch<'_>,
+    ) -> Result<Self> {
+        Self::planes(session, (1, shape), mask, launch)
+    }
+
+    /// [`Grid2d::new`] for a batch of `planes` images of `shape`, one per grid plane (the
+    /// streaming register-tiled kernels take batches), the blocks' heights chosen for all.
+    fn planes<R>(
+        session: &Session<'_>,
+        (planes, shape): (u64, ImageShape),
         mask: &Mask2d<R>,
         launch: Launch<'_>,
     ) -> Result<Self> {
@@ -84,7 +98,7 @@ impl Grid2d {
             Some(step) => {
                 let sms = u64::from(device.multiprocessor_count);
                 let per_sm = u64::from(session.resident_blocks(plan)?);
-                let (strips, slots) = (blocks_x, sms * per_sm);
+                let (strips, slots) = (blocks_x * planes, sms * per_sm);
                 match plan.kernel {
                     Kernel::SeparableTma => {
                         separable_tma::rows_per_block(height, strips, mask.rows, slots, step)
@@ -108,6 +122,7 @@ impl Grid2d {
         let (mode, cval) = launch.mode.code_and_cval();
         let (clamp_lo, clamp_hi) = launch.clamp;
         Ok(Self {
+            planes,
             blocks_x,
             blocks_y: u64::from(height).div_ceil(u64::from(tile_h)),
             max_grid_y: u64::from(device.max_grid_dim.1),
@@ -141,7 +156,7 @@ impl Grid2d {
     /// for its design, `top < mask_h` and `left < mask_w`.
     pub(super) fn grid(&self, offset: u64, count: u64) -> (LaunchConfig, Conv2dParams) {
         let config = LaunchConfig {
-            grid_dim: (self.blocks_x as u32, count as u32, 1),
+            grid_dim: (self.blocks_x as u32, count as u32, self.planes as u32),
             block_dim: (self.block.0, self.block.1, 1),
             shared_mem_bytes: self.shared_memory_bytes,
         };
@@ -241,8 +256,7 @@ impl Session<'_> {
     /// multiple of 4 (the kernel's 16-byte stores).
     ///
     /// # Errors
-    /// [`ConvError::InvalidLaunch`] for buffers smaller than the rows, [`ConvError::TooLarge`],
-    /// [`ConvError::Driver`].
+    /// As [`Session::enqueue_register_tiled`].
     pub(crate) fn enqueue_rows(
         &self,
         (rows, len): (usize, usize),
@@ -251,18 +265,9 @@ impl Session<'_> {
         input: &CudaView<'_, u8>,
         output: &mut CudaViewMut<'_, u8>,
     ) -> Result<bool> {
-        if !len.is_multiple_of(4) || !WIDE_MASK_WIDTHS.contains(&(taps.len() as u32)) {
+        if !WIDE_MASK_WIDTHS.contains(&(taps.len() as u32)) {
             return Ok(false);
         }
-        let bytes = rows * len * size_of::<f32>();
-        if input.len() < bytes || output.len() < bytes {
-            return Err(ConvError::invalid_launch("conv2d_register_tiled")(format!(
-                "buffers of {} and {} bytes for {bytes}",
-                input.len(),
-                output.len()
-            )));
-        }
-        let plan = register_tiled::plan(self.device(), (1, taps.len()), 1, None)?;
         let mask = Mask2d {
             values: taps.to_vec(),
             rows: 1,
@@ -270,23 +275,89 @@ impl Session<'_> {
             top: 0,
             left,
         };
-        let launch = Launch {
-            plan: &plan,
-            mode,
-            clamp,
-        };
         let shape = ImageShape {
             height: rows,
             width: len,
             channels: 1,
             pitch: len,
         };
-        let grid = Grid2d::new(self, shape, &mask, launch)?;
+        self.enqueue_register_tiled((1, shape), &mask, (mode, clamp), input, output)
+    }
+
+    /// Enqueues on the engine's stream the correlation of each of the `images` of `height`
+    /// rows of `width` pixels of `channels` (`f32`, rows without padding, one image after the
+    /// other), on its own, with the square `mask`: the streaming register-tiled kernel, one
+    /// grid plane per image, from `input` into `output`. A batch `N x H x W (x C)` with a mask
+    /// one image deep takes it: the 3D kernel reached half the copy roofline there
+    /// (PERFORMANCE.md). Returns `false`, enqueuing nothing, where no streaming kernel is
+    /// compiled for the mask and channels, a row's length is not a multiple of 4 or the
+    /// batch exceeds a grid's planes.
+    ///
+    /// # Errors
+    /// As [`Session::enqueue_register_tiled`].
+    pub(crate) fn enqueue_planes(
+        &self,
+        [images, height, width, channels]: [usize; 4],
+        mask: &Mask2d<f32>,
+        (mode, clamp): (BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let square = (mask.rows, mask.cols);
+        let stream = register_tiled::square_entry_point(STREAM_ENTRY_POINTS, square, channels);
+        if stream.is_none() || images > MAX_GRID_PLANES {
+            return Ok(false);
+        }
+        let shape = ImageShape {
+            height,
+            width,
+            channels,
+            pitch: width * channels,
+        };
+        self.enqueue_register_tiled((images, shape), mask, (mode, clamp), input, output)
+    }
+
+    /// The register-tiled kernel for `mask` over `planes` images of `shape` (`f32`), one grid
+    /// plane per image: the launches of [`Session::enqueue_rows`] and
+    /// [`Session::enqueue_planes`]. Returns `false`, enqueuing nothing, where the rows' pitch
+    /// is not a multiple of 4.
+    ///
+    /// # Errors
+    /// [`ConvError::InvalidLaunch`] for buffers smaller than the images or a mask no kernel
+    /// takes, [`ConvError::TooLarge`], [`ConvError::Driver`].
+    fn enqueue_register_tiled(
+        &self,
+        (planes, shape): (usize, ImageShape),
+        mask: &Mask2d<f32>,
+        (mode, clamp): (BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        if !shape.pitch.is_multiple_of(4) {
+            return Ok(false);
+        }
+        let bytes = planes * shape.height * shape.pitch * size_of::<f32>();
+        if input.len() < bytes || output.len() < bytes {
+            return Err(ConvError::invalid_launch("conv2d_register_tiled")(format!(
+                "buffers of {} and {} bytes for {bytes}",
+                input.len(),
+                output.len()
+            )));
+        }
+        let plan =
+            register_tiled::plan(self.device(), (mask.rows, mask.cols), shape.channels, None)?;
+        let launch = Launch {
+            plan: &plan,
+            mode,
+            clamp,
+        };
+        let grid = Grid2d::planes(self, (planes as u64, shape), mask, launch)?;
         self.place_mask(&plan, &mask.values)?;
-        // SAFETY: both buffers hold the `rows` rows of `len` elements (checked above), pitch
-        // `len`, a multiple of 4, in 256-byte aligned allocations; distinct buffers (the
-        // caller's); the mask is in MASK (wide kernels read it there), written on this stream
-        // just before; the wide kernel takes no tensor map.
+        // SAFETY: both buffers hold the `planes` images of `height` rows of `pitch` elements
+        // (checked above), pitch a multiple of 4, in 256-byte aligned allocations; distinct
+        // buffers (the caller's); the mask is in MASK (register-tiled kernels read it there),
+        // written on this stream just before; these kernels take no tensor map, and the
+        // streaming ones a grid of `planes` planes (`plan` is streaming where `planes > 1`).
         unsafe {
             enqueue2d::<f32>(
                 self,
@@ -300,6 +371,9 @@ impl Session<'_> {
         Ok(true)
     }
 }
+
+/// Planes of a grid (`gridDim.z`) every CUDA GPU takes.
+const MAX_GRID_PLANES: usize = 65_535;
 
 impl Engine {
     /// Benchmark support: uploads a pitched image, launches the plan `runs` times over as many grids as the height

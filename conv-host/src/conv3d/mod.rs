@@ -4,6 +4,7 @@
 pub(crate) mod reference;
 
 use crate::abi::{CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_rows, conv3d_shared_elements};
+use crate::conv2d::Mask2d;
 use crate::element::Real;
 use crate::error::{ConvError, Result};
 use crate::options::BoundaryMode;
@@ -85,6 +86,19 @@ impl Session<'_> {
                     output.len()
                 ),
             });
+        }
+        if mask_d == 1 && R::NAME == "f32" {
+            // A batch of images: the 2D streaming kernel, one grid plane per image.
+            let plane = Mask2d {
+                values: mask.taps.iter().map(|&w| w as f32).collect(),
+                rows: mask.dims[1],
+                cols: mask.dims[2],
+                top: mask.anchors[1],
+                left: mask.anchors[2],
+            };
+            if self.enqueue_planes(shape, &plane, (mode, clamp), input, output)? {
+                return Ok(());
+            }
         }
         let (entry_point, compiled) = entry_point::<R>([mask_d, mask_h, mask_w]);
         let side = if compiled { mask_h } else { 0 };

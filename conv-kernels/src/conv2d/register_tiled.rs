@@ -35,8 +35,8 @@ use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, STREAM_SHORT_STEP_ROWS
 use crate::boundary::Plane;
 use crate::element::{Element, Half};
 use crate::gpu::{
-    ConstantMask, Mask, SharedTile, block_dim_y, block_idx_x, block_idx_y, sync_threads,
-    thread_idx_x, thread_idx_y,
+    ConstantMask, Mask, SharedTile, block_dim_y, block_idx_x, block_idx_y, block_idx_z,
+    sync_threads, thread_idx_x, thread_idx_y,
 };
 use core::marker::PhantomData;
 
@@ -47,7 +47,9 @@ use core::marker::PhantomData;
 /// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the
 /// `M x M` taps row by row; `p.mask_h = p.mask_w = M`, `p.channels = C`; a `(256, 1)` block
 /// with `StreamLayout::new(M, C, 32).words * 4` bytes of shared memory; `p.out_tile_h + M - 1`
-/// a multiple of 32; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned.
+/// a multiple of 32; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned. A grid
+/// of `Z` planes (`gridDim.z`) filters a batch of `Z` such images, each on its own, the next
+/// `p.height * p.pitch` elements after the previous one in both buffers.
 #[inline(always)]
 unsafe fn stream<S: Element<Real = f32>, const M: usize, const C: usize>(
     input: *const S,
@@ -101,6 +103,9 @@ unsafe fn walk<
 ) {
     const { assert!(M >= 1 && M <= 9 && C >= 1 && C <= 4) };
     let layout = StreamLayout::new(M as u64, C as u64, K);
+    let plane = (block_idx_z() * u64::from(p.height) * p.pitch) as usize;
+    // SAFETY: the grid's planes are images of the buffers (caller).
+    let (input, output) = unsafe { (input.add(plane), output.add(plane)) };
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
         unsafe { Strip::<K>::begin::<M, C, S>(input, p, layout.ring_rows, layout.column_table) };
