@@ -186,6 +186,60 @@ fn filters<T: Random>(rng: &mut StdRng) {
     }
 }
 
+/// Two-pass filters of 2D `f32` images with one mode for both axes: rows of a multiple of 4
+/// elements run both passes as one 2D separable kernel (except under a constant other than
+/// zero), others as axis passes; masks from 3 taps to wider than the image.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn two_pass_filters_of_images_match_the_reference() {
+    let (mut rng, _) = rng("fused filters");
+    let nd = engine().ndimage();
+    let modes = [
+        BoundaryMode::Constant(0.0),
+        BoundaryMode::Constant(1.5),
+        BoundaryMode::Nearest,
+        BoundaryMode::Reflect,
+        BoundaryMode::Mirror,
+        BoundaryMode::Wrap,
+    ];
+    for shape in [&[70, 96][..], &[9, 20], &[45, 30]] {
+        let input: ArrayD<f32> = random_array(&mut rng, IxDyn(shape));
+        for mode in modes {
+            let options = NdOptions {
+                mode: mode.into(),
+                clamp: rng.random_bool(0.3).then_some(Clamp { lo: -0.5, hi: 0.5 }),
+                ..Default::default()
+            };
+            let sigma = [0.6, 2.0, 3.7][rng.random_range(0..3)];
+            let order = rng.random_range(0..3);
+            let size = rng.random_range(2..9);
+            let cases: [(&str, ArrayD<f32>, ArrayD<f64>); 3] = [
+                (
+                    "gaussian_filter",
+                    nd.gaussian_filter(&input, sigma, order, &options).unwrap(),
+                    cpu::gaussian_filter(&input, sigma, order, &options).unwrap(),
+                ),
+                (
+                    "sobel",
+                    nd.sobel(&input, 0, &options).unwrap(),
+                    cpu::sobel(&input, 0, &options).unwrap(),
+                ),
+                (
+                    "uniform_filter",
+                    nd.uniform_filter(&input, size, &options).unwrap(),
+                    cpu::uniform_filter(&input, size, &options).unwrap(),
+                ),
+            ];
+            for (name, got, expected) in cases {
+                let what = format!(
+                    "{name} of {shape:?}: sigma {sigma}, order {order}, size {size}, {options:?}"
+                );
+                check(got.view(), expected.view(), scale(&input) * 8.0, &what);
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn the_filter_family_matches_the_reference() {

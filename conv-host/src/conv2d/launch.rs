@@ -256,7 +256,7 @@ impl Session<'_> {
     /// multiple of 4 (the kernel's 16-byte stores).
     ///
     /// # Errors
-    /// As [`Session::enqueue_register_tiled`].
+    /// As [`Session::enqueue_planned`].
     pub(crate) fn enqueue_rows(
         &self,
         (rows, len): (usize, usize),
@@ -294,7 +294,7 @@ impl Session<'_> {
     /// batch exceeds a grid's planes.
     ///
     /// # Errors
-    /// As [`Session::enqueue_register_tiled`].
+    /// As [`Session::enqueue_planned`].
     pub(crate) fn enqueue_planes(
         &self,
         [images, height, width, channels]: [usize; 4],
@@ -317,16 +317,76 @@ impl Session<'_> {
         self.enqueue_register_tiled((images, shape), mask, (mode, clamp), input, output)
     }
 
+    /// Enqueues on the engine's stream the correlation of the `height x width` image (`f32`,
+    /// rows without padding) with the rank-1 square mask `column x row` (taps in correlation
+    /// order, `top` and `left` of them before the output position): the wide separable kernel,
+    /// both passes fused, from `input` into `output`. The N-D filters' two-pass terms over 2D
+    /// arrays take it (a Gaussian, Sobel, uniform filter) instead of two axis passes through
+    /// a temporary. Returns `false`, enqueuing nothing, where no wide separable kernel is
+    /// compiled for the taps or `width` is not a multiple of 4.
+    ///
+    /// # Errors
+    /// As [`Session::enqueue_planned`].
+    pub(crate) fn enqueue_separable(
+        &self,
+        [height, width]: [usize; 2],
+        [(column, top), (row, left)]: [(&[f32], usize); 2],
+        (mode, clamp): (BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let side = column.len();
+        if row.len() != side || !separable::has_wide_kernel((side, side), 1) {
+            return Ok(false);
+        }
+        // The kernel reads the row factor, then the column factor, in place of the taps.
+        let mask = Mask2d {
+            values: row.iter().chain(column).copied().collect(),
+            rows: side,
+            cols: side,
+            top,
+            left,
+        };
+        let shape = ImageShape {
+            height,
+            width,
+            channels: 1,
+            pitch: width,
+        };
+        let plan = separable::plan(self.device(), (side, side), 1, None)?;
+        self.enqueue_planned(&plan, (1, shape), &mask, (mode, clamp), input, output)
+    }
+
     /// The register-tiled kernel for `mask` over `planes` images of `shape` (`f32`), one grid
     /// plane per image: the launches of [`Session::enqueue_rows`] and
-    /// [`Session::enqueue_planes`]. Returns `false`, enqueuing nothing, where the rows' pitch
-    /// is not a multiple of 4.
+    /// [`Session::enqueue_planes`].
+    ///
+    /// # Errors
+    /// As [`Session::enqueue_planned`].
+    fn enqueue_register_tiled(
+        &self,
+        (planes, shape): (usize, ImageShape),
+        mask: &Mask2d<f32>,
+        (mode, clamp): (BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let plan =
+            register_tiled::plan(self.device(), (mask.rows, mask.cols), shape.channels, None)?;
+        self.enqueue_planned(&plan, (planes, shape), mask, (mode, clamp), input, output)
+    }
+
+    /// `plan`'s kernel (a thread-staged one, reading its mask from MASK) for `mask` over
+    /// `planes` images of `shape` (`f32`; more than one only for the streaming kernels), one
+    /// grid plane per image. Returns `false`, enqueuing nothing, where the rows' pitch is not
+    /// a multiple of 4 (the kernels' 16-byte stores).
     ///
     /// # Errors
     /// [`ConvError::InvalidLaunch`] for buffers smaller than the images or a mask no kernel
     /// takes, [`ConvError::TooLarge`], [`ConvError::Driver`].
-    fn enqueue_register_tiled(
+    fn enqueue_planned(
         &self,
+        plan: &LaunchPlan,
         (planes, shape): (usize, ImageShape),
         mask: &Mask2d<f32>,
         (mode, clamp): (BoundaryMode, (f32, f32)),
@@ -338,31 +398,25 @@ impl Session<'_> {
         }
         let bytes = planes * shape.height * shape.pitch * size_of::<f32>();
         if input.len() < bytes || output.len() < bytes {
-            return Err(ConvError::invalid_launch("conv2d_register_tiled")(format!(
+            return Err(ConvError::invalid_launch(plan.entry_point)(format!(
                 "buffers of {} and {} bytes for {bytes}",
                 input.len(),
                 output.len()
             )));
         }
-        let plan =
-            register_tiled::plan(self.device(), (mask.rows, mask.cols), shape.channels, None)?;
-        let launch = Launch {
-            plan: &plan,
-            mode,
-            clamp,
-        };
+        let launch = Launch { plan, mode, clamp };
         let grid = Grid2d::planes(self, (planes as u64, shape), mask, launch)?;
-        self.place_mask(&plan, &mask.values)?;
+        self.place_mask(plan, &mask.values)?;
         // SAFETY: both buffers hold the `planes` images of `height` rows of `pitch` elements
         // (checked above), pitch a multiple of 4, in 256-byte aligned allocations; distinct
-        // buffers (the caller's); the mask is in MASK (register-tiled kernels read it there),
-        // written on this stream just before; these kernels take no tensor map, and the
-        // streaming ones a grid of `planes` planes (`plan` is streaming where `planes > 1`).
+        // buffers (the caller's); the mask is in MASK (these plans read it there), written on
+        // this stream just before; these kernels take no tensor map, and the streaming ones
+        // a grid of `planes` planes (the only ones given more than one).
         unsafe {
             enqueue2d::<f32>(
                 self,
                 self.stream(),
-                (&plan, &grid),
+                (plan, &grid),
                 (input, None),
                 None,
                 output,

@@ -3,11 +3,12 @@
 //! into the caller's array.
 
 use super::filters::{Filter, Terms};
-use crate::axis::Combine;
+use crate::axis::{Combine, Pass};
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
 use crate::layout::{check_output, copy_into_view, row_major};
+use crate::options::BoundaryMode;
 use crate::session::Session;
 use crate::staging::memory_error;
 use cudarc::driver::sys::CUevent_flags;
@@ -87,6 +88,49 @@ pub(crate) fn term_finish(filter: &Filter, index: usize) -> (Combine, (f32, f32)
 }
 
 impl Session<'_> {
+    /// Enqueues a term of two passes over a 2D `f32` array, both with one mode and as many
+    /// taps, as one 2D separable kernel that stores its result in `target`, clamped to
+    /// `clamp`; returns `false`, enqueuing nothing, for any other term or where no such
+    /// kernel applies. One fused pass reads and writes the array once, where two axis passes
+    /// go through a temporary (PERFORMANCE.md).
+    fn enqueue_fused_term<R: Real>(
+        &self,
+        shape: &[usize],
+        term: &[Pass],
+        clamp: (f32, f32),
+        source: &CudaView<'_, u8>,
+        target: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let (&[height, width], [first, second]) = (shape, term) else {
+            return Ok(false);
+        };
+        let (column, row) = if first.axis == 0 {
+            (first, second)
+        } else {
+            (second, first)
+        };
+        // One 2D pass extends the image as two passes do, except under a constant other than
+        // zero, which the second of two passes reads unfiltered.
+        let nonzero_constant = matches!(row.mode, BoundaryMode::Constant(c) if c != 0.0);
+        if R::NAME != "f32"
+            || column.axis != 0
+            || row.axis != 1
+            || column.mode != row.mode
+            || nonzero_constant
+        {
+            return Ok(false);
+        }
+        let taps = |pass: &Pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>();
+        let (column_taps, row_taps) = (taps(column), taps(row));
+        self.enqueue_separable(
+            [height, width],
+            [(&column_taps, column.left), (&row_taps, row.left)],
+            (row.mode, clamp),
+            source,
+            target,
+        )
+    }
+
     /// Enqueues `filter` over the array of `shape` from `source` into `target` (flat buffers of
     /// `R`, as bytes): each term's passes through two device temporaries, its last pass
     /// combined into `target`.
@@ -115,6 +159,11 @@ impl Session<'_> {
         }
         for (index, term) in filter.terms.iter().enumerate() {
             let finish = term_finish(filter, index);
+            if finish.0 == Combine::Store
+                && self.enqueue_fused_term::<R>(shape, term, finish.1, source, target)?
+            {
+                continue;
+            }
             for (i, pass) in term.iter().enumerate() {
                 let last = i + 1 == term.len();
                 let step = (Combine::Store, UNCLAMPED);
