@@ -188,7 +188,8 @@ fn filters<T: Random>(rng: &mut StdRng) {
 
 /// Two-pass filters of 2D `f32` images with one mode for both axes: rows of a multiple of 4
 /// elements run both passes as one 2D separable kernel (except under a constant other than
-/// zero), others as axis passes; masks from 3 taps to wider than the image.
+/// zero), and filters of two such terms combine them in one more kernel; others run as axis
+/// passes; masks from 3 taps to wider than the image.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn two_pass_filters_of_images_match_the_reference() {
@@ -213,7 +214,7 @@ fn two_pass_filters_of_images_match_the_reference() {
             let sigma = [0.6, 2.0, 3.7][rng.random_range(0..3)];
             let order = rng.random_range(0..3);
             let size = rng.random_range(2..9);
-            let cases: [(&str, ArrayD<f32>, ArrayD<f64>); 3] = [
+            let cases: [(&str, ArrayD<f32>, ArrayD<f64>); 5] = [
                 (
                     "gaussian_filter",
                     nd.gaussian_filter(&input, sigma, order, &options).unwrap(),
@@ -228,6 +229,18 @@ fn two_pass_filters_of_images_match_the_reference() {
                     "uniform_filter",
                     nd.uniform_filter(&input, size, &options).unwrap(),
                     cpu::uniform_filter(&input, size, &options).unwrap(),
+                ),
+                // Two such terms, each fused, then summed or taken as a root of squares.
+                (
+                    "gaussian_laplace",
+                    nd.gaussian_laplace(&input, sigma, &options).unwrap(),
+                    cpu::gaussian_laplace(&input, sigma, &options).unwrap(),
+                ),
+                (
+                    "gaussian_gradient_magnitude",
+                    nd.gaussian_gradient_magnitude(&input, sigma, &options)
+                        .unwrap(),
+                    cpu::gaussian_gradient_magnitude(&input, sigma, &options).unwrap(),
                 ),
             ];
             for (name, got, expected) in cases {

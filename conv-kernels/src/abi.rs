@@ -461,6 +461,11 @@ pub const COMBINE_ADD_SQUARE: u32 = 2;
 /// `out = sqrt(out + v * v)` (a gradient magnitude's last term).
 pub const COMBINE_ADD_SQUARE_ROOT: u32 = 3;
 
+/// `combine_terms` adds its two terms.
+pub const TERMS_SUM: u32 = 0;
+/// `combine_terms` takes the square root of the sum of its terms' squares.
+pub const TERMS_MAGNITUDE: u32 = 1;
+
 /// Scalar parameters of the axis kernels, passed by value.
 ///
 /// The array is contiguous, seen as `outer x len x inner`: output `(o, i, k)` is

@@ -35,6 +35,7 @@ pub(crate) use register_tiled_tma::ENTRY_POINTS as REGISTER_TILED_TMA_ENTRY_POIN
 #[cfg(test)]
 pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
+pub(crate) use separable::has_wide_kernel as has_wide_separable_kernel;
 #[cfg(test)]
 pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;
 

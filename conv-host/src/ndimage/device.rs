@@ -3,7 +3,9 @@
 //! into the caller's array.
 
 use super::filters::{Filter, Terms};
+use crate::abi::{TERMS_MAGNITUDE, TERMS_SUM};
 use crate::axis::{Combine, Pass};
+use crate::conv2d;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
@@ -12,7 +14,7 @@ use crate::options::BoundaryMode;
 use crate::session::Session;
 use crate::staging::memory_error;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut, LaunchConfig, PushKernelArg};
 use ndarray::{ArrayBase, ArrayView1, ArrayViewMut, ArrayViewMut1, Data, Dimension, Ix1};
 
 /// The clamp bounds that leave a value alone (passes before a filter's last).
@@ -87,48 +89,110 @@ pub(crate) fn term_finish(filter: &Filter, index: usize) -> (Combine, (f32, f32)
     (combine, if last { filter.clamp } else { UNCLAMPED })
 }
 
+/// A term of two passes over a 2D `f32` array that one 2D separable kernel runs: its column
+/// pass (axis 0) and row pass (axis 1), with one mode and as many taps.
+struct FusedTerm<'a> {
+    size: [usize; 2],
+    column: &'a Pass,
+    row: &'a Pass,
+}
+
+/// `term` over an array of `shape` as a [`FusedTerm`], where the wide separable kernel takes
+/// it: two passes along axes 0 and 1 of a 2D `R = f32` array with rows of a multiple of 4
+/// elements, one mode (not a constant other than zero: one 2D pass extends the image as two
+/// passes do except there, where the second of two passes reads the constant unfiltered), as
+/// many taps, a wide separable kernel compiled for them.
+fn fused_term<'a, R: Real>(shape: &[usize], term: &'a [Pass]) -> Option<FusedTerm<'a>> {
+    let (&[height, width], [first, second]) = (shape, term) else {
+        return None;
+    };
+    let (column, row) = if first.axis == 0 {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    let nonzero_constant = matches!(row.mode, BoundaryMode::Constant(c) if c != 0.0);
+    let side = row.taps.len();
+    let fits = R::NAME == "f32"
+        && (column.axis, row.axis) == (0, 1)
+        && column.mode == row.mode
+        && !nonzero_constant
+        && column.taps.len() == side
+        && width.is_multiple_of(4)
+        && conv2d::has_wide_separable_kernel((side, side), 1);
+    fits.then_some(FusedTerm {
+        size: [height, width],
+        column,
+        row,
+    })
+}
+
 impl Session<'_> {
-    /// Enqueues a term of two passes over a 2D `f32` array, both with one mode and as many
-    /// taps, as one 2D separable kernel that stores its result in `target`, clamped to
-    /// `clamp`; returns `false`, enqueuing nothing, for any other term or where no such
-    /// kernel applies. One fused pass reads and writes the array once, where two axis passes
-    /// go through a temporary (PERFORMANCE.md).
-    fn enqueue_fused_term<R: Real>(
+    /// Enqueues `term` as one 2D separable kernel from `source` into `target`, clamped to
+    /// `clamp`: it reads and writes the array once, where two axis passes go through a
+    /// temporary (PERFORMANCE.md).
+    fn enqueue_fused(
         &self,
-        shape: &[usize],
-        term: &[Pass],
+        term: &FusedTerm<'_>,
         clamp: (f32, f32),
         source: &CudaView<'_, u8>,
         target: &mut CudaViewMut<'_, u8>,
-    ) -> Result<bool> {
-        let (&[height, width], [first, second]) = (shape, term) else {
-            return Ok(false);
-        };
-        let (column, row) = if first.axis == 0 {
-            (first, second)
-        } else {
-            (second, first)
-        };
-        // One 2D pass extends the image as two passes do, except under a constant other than
-        // zero, which the second of two passes reads unfiltered.
-        let nonzero_constant = matches!(row.mode, BoundaryMode::Constant(c) if c != 0.0);
-        if R::NAME != "f32"
-            || column.axis != 0
-            || row.axis != 1
-            || column.mode != row.mode
-            || nonzero_constant
-        {
-            return Ok(false);
-        }
+    ) -> Result<()> {
         let taps = |pass: &Pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>();
-        let (column_taps, row_taps) = (taps(column), taps(row));
-        self.enqueue_separable(
-            [height, width],
-            [(&column_taps, column.left), (&row_taps, row.left)],
-            (row.mode, clamp),
+        let (column, row) = (taps(term.column), taps(term.row));
+        let fused = self.enqueue_separable(
+            term.size,
+            [(&column, term.column.left), (&row, term.row.left)],
+            (term.row.mode, clamp),
             source,
             target,
-        )
+        )?;
+        debug_assert!(fused, "fused_term admitted a term no separable kernel runs");
+        Ok(())
+    }
+
+    /// Enqueues a filter of two fused terms: each into a temporary, then `combine_terms`
+    /// sums them or takes the root of their squares into `target`, clamped.
+    fn enqueue_fused_pair(
+        &self,
+        filter: &Filter,
+        terms: [&FusedTerm<'_>; 2],
+        temporaries: [&mut CudaSlice<u8>; 2],
+        source: &CudaView<'_, u8>,
+        target: &mut CudaViewMut<'_, u8>,
+    ) -> Result<()> {
+        let [first, second] = temporaries;
+        self.enqueue_fused(terms[0], UNCLAMPED, source, &mut first.as_view_mut())?;
+        self.enqueue_fused(terms[1], UNCLAMPED, source, &mut second.as_view_mut())?;
+        let len = (target.len() / size_of::<f32>()) as u64;
+        let combine = match filter.combine {
+            Terms::Sum => TERMS_SUM,
+            Terms::Magnitude => TERMS_MAGNITUDE,
+        };
+        const THREADS: u32 = 256;
+        let config = LaunchConfig {
+            grid_dim: (
+                len.div_ceil(u64::from(THREADS)).clamp(1, 1 << 16) as u32,
+                1,
+                1,
+            ),
+            block_dim: (THREADS, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (lo, hi) = filter.clamp;
+        // SAFETY: the temporaries and `target` hold the array's `len` `f32` each; the target is
+        // a buffer of its own; the temporaries were written before, in the stream's order.
+        unsafe {
+            self.launch_async(self.stream(), "combine_terms", config, |args| {
+                args.arg(&*first);
+                args.arg(&*second);
+                args.arg(&mut *target);
+                args.arg(&len);
+                args.arg(&combine);
+                args.arg(&lo);
+                args.arg(&hi);
+            })
+        }
     }
 
     /// Enqueues `filter` over the array of `shape` from `source` into `target` (flat buffers of
@@ -143,12 +207,28 @@ impl Session<'_> {
     ) -> Result<()> {
         let stream = self.stream();
         let bytes = shape.iter().product::<usize>() * size_of::<R>();
+        let fused: Vec<_> = filter
+            .terms
+            .iter()
+            .map(|term| fused_term::<R>(shape, term))
+            .collect();
         let longest = filter.terms.iter().map(Vec::len).max().unwrap_or(0);
-        let mut temporaries: Vec<CudaSlice<u8>> = (0..longest.saturating_sub(1).min(2))
+        let pair = matches!(fused.as_slice(), [Some(_), Some(_)]);
+        let count = if pair {
+            2
+        } else {
+            longest.saturating_sub(1).min(2)
+        };
+        let mut temporaries: Vec<CudaSlice<u8>> = (0..count)
             // SAFETY: each temporary is written by a pass, in stream order, before any read.
             .map(|_| unsafe { stream.alloc::<u8>(bytes) })
             .collect::<std::result::Result<_, _>>()
             .map_err(|error| memory_error(stream.context(), error, bytes, "temporary"))?;
+        if let [Some(first), Some(second)] = fused.as_slice()
+            && let [a, b] = temporaries.as_mut_slice()
+        {
+            return self.enqueue_fused_pair(filter, [first, second], [a, b], source, target);
+        }
         if filter.combine == Terms::Magnitude {
             let len = target.len();
             let (pointer, _record) = target.device_ptr_mut(stream);
@@ -159,9 +239,8 @@ impl Session<'_> {
         }
         for (index, term) in filter.terms.iter().enumerate() {
             let finish = term_finish(filter, index);
-            if finish.0 == Combine::Store
-                && self.enqueue_fused_term::<R>(shape, term, finish.1, source, target)?
-            {
+            if let (Combine::Store, Some(fused)) = (finish.0, &fused[index]) {
+                self.enqueue_fused(fused, finish.1, source, target)?;
                 continue;
             }
             for (i, pass) in term.iter().enumerate() {
