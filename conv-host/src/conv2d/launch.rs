@@ -281,7 +281,8 @@ impl Session<'_> {
             channels: 1,
             pitch: len,
         };
-        self.enqueue_register_tiled((1, shape), &mask, (mode, clamp), input, output)
+        let plan = register_tiled::plan(self.device(), (1, taps.len()), 1, None)?;
+        self.enqueue_planned(&plan, (1, shape), &mask, (mode, clamp), input, output)
     }
 
     /// Enqueues on the engine's stream the correlation of each of the `images` of `height`
@@ -314,7 +315,8 @@ impl Session<'_> {
             channels,
             pitch: width * channels,
         };
-        self.enqueue_register_tiled((images, shape), mask, (mode, clamp), input, output)
+        let plan = register_tiled::plan(self.device(), square, channels, None)?;
+        self.enqueue_planned(&plan, (images, shape), mask, (mode, clamp), input, output)
     }
 
     /// Enqueues on the engine's stream the correlation of the `height x width` image (`f32`,
@@ -357,28 +359,10 @@ impl Session<'_> {
         self.enqueue_planned(&plan, (1, shape), &mask, (mode, clamp), input, output)
     }
 
-    /// The register-tiled kernel for `mask` over `planes` images of `shape` (`f32`), one grid
-    /// plane per image: the launches of [`Session::enqueue_rows`] and
-    /// [`Session::enqueue_planes`].
-    ///
-    /// # Errors
-    /// As [`Session::enqueue_planned`].
-    fn enqueue_register_tiled(
-        &self,
-        (planes, shape): (usize, ImageShape),
-        mask: &Mask2d<f32>,
-        (mode, clamp): (BoundaryMode, (f32, f32)),
-        input: &CudaView<'_, u8>,
-        output: &mut CudaViewMut<'_, u8>,
-    ) -> Result<bool> {
-        let plan =
-            register_tiled::plan(self.device(), (mask.rows, mask.cols), shape.channels, None)?;
-        self.enqueue_planned(&plan, (planes, shape), mask, (mode, clamp), input, output)
-    }
-
     /// `plan`'s kernel (a thread-staged one, reading its mask from MASK) for `mask` over
     /// `planes` images of `shape` (`f32`; more than one only for the streaming kernels), one
-    /// grid plane per image. Returns `false`, enqueuing nothing, where the rows' pitch is not
+    /// grid plane per image: the launches of [`Session::enqueue_rows`],
+    /// [`Session::enqueue_planes`] and [`Session::enqueue_separable`]. Returns `false`, enqueuing nothing, where the rows' pitch is not
     /// a multiple of 4 (the kernels' 16-byte stores).
     ///
     /// # Errors
