@@ -1,16 +1,18 @@
-//! Element types on the GPU against the f64 reference: `u8`, `u16` and `f16` images (widened
-//! to `f32` on the device, filtered by every design, narrowed back), their `f32` outputs, and
-//! `f64` images filtered in `f64` by the textbook designs; the streaming kernels that read and
-//! write narrow types themselves, host -> host, banded and on device arrays; banded runs whose
-//! constant ghost rows the input type cannot hold; typed errors for designs without an `f64`
-//! kernel.
+//! Element types on the GPU against the f64 reference: `u8`, `u16`, `f16` and `bf16` images
+//! (widened to `f32` on the device, filtered by every design, narrowed back), their `f32`
+//! outputs, and `f64` images filtered in `f64` by the textbook designs; the streaming kernels
+//! that read and write narrow types themselves, host -> host, banded and on device arrays;
+//! banded runs whose constant ghost rows the input type cannot hold; typed errors for designs
+//! without an `f64` kernel.
 
 mod common;
 
 use common::elements::{Random, check, random_image};
 use common::tensor_copy::has_tensor_copies;
 use common::{all_modes, engine, random_origin, rng};
-use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, Element, Engine, Kernel, f16};
+use conv_host::{
+    BoundaryMode, Clamp, Conv2dOptions, ConvError, Element, Engine, Kernel, bf16, f16,
+};
 use ndarray::{Array2, Array3};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -125,6 +127,7 @@ fn narrow_types_match_the_reference_in_every_design_and_mode() {
     narrow_type_everywhere::<u8>(engine(), &mut rng);
     narrow_type_everywhere::<u16>(engine(), &mut rng);
     narrow_type_everywhere::<f16>(engine(), &mut rng);
+    narrow_type_everywhere::<bf16>(engine(), &mut rng);
 }
 
 #[test]
@@ -173,8 +176,10 @@ fn native_streaming<T: Random + Element<Real = f32>>(rng: &mut StdRng) {
     for (m, mode) in all_modes().into_iter().enumerate() {
         let channels = [1, 3, 4][m % 3];
         let size = [3, 5][m % 2];
+        // At least 60 rows: the memory cap below leaves room for 45 rows of one channel in
+        // one band, and fewer rows would run whole.
         let shape = (
-            rng.random_range(40..140),
+            rng.random_range(60..140),
             rng.random_range(70..300),
             channels,
         );
@@ -233,6 +238,7 @@ fn native_streaming_kernels_match_the_reference() {
     native_streaming::<u8>(&mut rng);
     native_streaming::<u16>(&mut rng);
     native_streaming::<f16>(&mut rng);
+    native_streaming::<bf16>(&mut rng);
 }
 
 /// An engine capped to a little device memory runs `u8` images in many bands: the rows past
@@ -414,12 +420,13 @@ fn signals_of_every_type_match_the_reference() {
     signals::<u8>(&mut rng, &every);
     signals::<u16>(&mut rng, &every);
     signals::<f16>(&mut rng, &every);
+    signals::<bf16>(&mut rng, &every);
     let textbook: Vec<Kernel> = [Kernel::Auto].into_iter().chain(Kernel::TEXTBOOK).collect();
     signals::<f64>(&mut rng, &textbook);
 }
 
-/// Device arrays carry their type: `u8`, `u16`, `f16` and `f64` images upload as their own
-/// bytes, filter on the device into their type or (narrow types) into `f32`, and download the
+/// Device arrays carry their type: `u8`, `u16`, `f16`, `bf16` and `f64` images upload as their
+/// own bytes, filter on the device into their type or (narrow types) into `f32`, and download the
 /// same values the host calls give.
 fn device_arrays_of<T: Random>(rng: &mut StdRng) {
     let engine = engine();
@@ -472,6 +479,7 @@ fn device_arrays_carry_their_type() {
     device_arrays_of::<u8>(&mut rng);
     device_arrays_of::<u16>(&mut rng);
     device_arrays_of::<f16>(&mut rng);
+    device_arrays_of::<bf16>(&mut rng);
     device_arrays_of::<f64>(&mut rng);
     // A u8 image into an f32 device array, and a 1D u16 signal.
     let image = random_image::<u8>(&mut rng, (33, 47, 3));

@@ -9,7 +9,7 @@ use common::elements::{Random, check, random_array};
 use common::{all_modes, engine, random_origin, rng};
 use conv_host::ndimage::{NdOptions, PerAxis};
 use conv_host::reference::ndimage as cpu;
-use conv_host::{BoundaryMode, Clamp, ConvError, Element, f16};
+use conv_host::{BoundaryMode, Clamp, ConvError, Element, bf16, f16};
 use ndarray::{Array1, ArrayD, IxDyn};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -341,6 +341,7 @@ fn volumes_batches_and_channels_match_the_reference() {
     volumes::<f64>(&mut rng);
     volumes::<u8>(&mut rng);
     volumes::<f16>(&mut rng);
+    volumes::<bf16>(&mut rng);
 }
 
 #[test]

@@ -1,21 +1,23 @@
-//! Element types of images, signals and masks: `u8`, `u16`, [`half::f16`], `f32` and `f64`.
+//! Element types of images, signals and masks: `u8`, `u16`, [`half::f16`], [`half::bf16`],
+//! `f32` and `f64`.
 //!
 //! Every type but `f64` is filtered in `f32`: masks are `f32`, sums are `f32`, and inputs of
-//! `u8`, `u16` and `f16` are widened to `f32` on the GPU after their upload, outputs narrowed
-//! from `f32` on the GPU before their download, so transfers move only the type's own bytes.
+//! `u8`, `u16`, `f16` and `bf16` are widened to `f32` on the GPU after their upload, outputs
+//! narrowed from `f32` on the GPU before their download, so transfers move only the type's own
+//! bytes.
 //! `f64` data is filtered in `f64` with `f64` masks, by the textbook designs.
 //!
 //! Integer outputs are rounded to nearest (ties to even) and saturated to the type's range,
 //! NaN giving 0, as NPP and OpenCV do; SciPy instead truncates toward zero and wraps around.
 
 use cudarc::driver::DeviceRepr;
-use half::f16;
 
 mod sealed {
     pub trait Sealed {}
     impl Sealed for u8 {}
     impl Sealed for u16 {}
     impl Sealed for half::f16 {}
+    impl Sealed for half::bf16 {}
     impl Sealed for f32 {}
     impl Sealed for f64 {}
 }
@@ -30,7 +32,8 @@ pub trait Element:
 {
     /// The type the GPU adds in and masks are given in: `f32`, or `f64` for `f64`.
     type Real: Real;
-    /// The type's name in PTX entry points and messages: `u8`, `u16`, `f16`, `f32`, `f64`.
+    /// The type's name in PTX entry points and messages: `u8`, `u16`, `f16`, `bf16`, `f32`,
+    /// `f64`.
     const NAME: &'static str;
     /// The value as `f64` (exact for every type).
     fn to_f64(self) -> f64;
@@ -66,18 +69,25 @@ macro_rules! unsigned {
 
 unsigned!(u8, u16);
 
-impl Element for f16 {
-    type Real = f32;
-    const NAME: &'static str = "f16";
+/// Implements [`Element`] for a 16-bit float type of the `half` crate.
+macro_rules! half_float {
+    ($($t:ident),+) => {$(
+        impl Element for half::$t {
+            type Real = f32;
+            const NAME: &'static str = stringify!($t);
 
-    fn to_f64(self) -> f64 {
-        f64::from(self)
-    }
+            fn to_f64(self) -> f64 {
+                f64::from(self)
+            }
 
-    fn from_f64(value: f64) -> Self {
-        f16::from_f64(value)
-    }
+            fn from_f64(value: f64) -> Self {
+                half::$t::from_f64(value)
+            }
+        }
+    )+};
 }
+
+half_float!(f16, bf16);
 
 impl Element for f32 {
     type Real = f32;
@@ -111,6 +121,7 @@ pub(crate) fn widening<T: Element>() -> Option<&'static str> {
         "u8" => Some("convert_u8_f32"),
         "u16" => Some("convert_u16_f32"),
         "f16" => Some("convert_f16_f32"),
+        "bf16" => Some("convert_bf16_f32"),
         _ => None,
     }
 }
@@ -122,6 +133,7 @@ pub(crate) fn narrowing<T: Element>() -> Option<&'static str> {
         "u8" => Some("convert_f32_u8"),
         "u16" => Some("convert_f32_u16"),
         "f16" => Some("convert_f32_f16"),
+        "bf16" => Some("convert_f32_bf16"),
         _ => None,
     }
 }
@@ -129,6 +141,7 @@ pub(crate) fn narrowing<T: Element>() -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use half::f16;
 
     /// Integers round to nearest, ties to even, and saturate; NaN gives 0; halves round.
     #[test]
@@ -153,6 +166,15 @@ mod tests {
             f64::from(f16::from_f32(1.0 / 3.0))
         );
         assert!(f16::from_f64(1e6).to_f64().is_infinite());
+        // bfloat16 keeps 8 bits of significand: 1 + 2^-8 is a tie, to even (1), and so is
+        // 1 + 3 x 2^-8 (to 1 + 2^-6); values past its largest (about 3.39e38) overflow.
+        assert_eq!(half::bf16::from_f64(1.0 + 1.0 / 256.0).to_f64(), 1.0);
+        assert_eq!(
+            half::bf16::from_f64(1.0 + 3.0 / 256.0).to_f64(),
+            1.0 + 1.0 / 64.0
+        );
+        assert!(half::bf16::from_f64(1e39).to_f64().is_infinite());
+        assert_eq!(narrowing::<half::bf16>(), Some("convert_f32_bf16"));
         assert_eq!(widening::<u8>(), Some("convert_u8_f32"));
         assert_eq!((widening::<f32>(), narrowing::<f64>()), (None, None));
     }

@@ -37,6 +37,8 @@ const KERNEL_NAMES: &[&str] = &[
     "convert_f32_u8",
     "convert_f32_u16",
     "convert_f32_f16",
+    "convert_bf16_f32",
+    "convert_f32_bf16",
     "combine_terms",
     "axis_staged",
     "axis_staged_f64",

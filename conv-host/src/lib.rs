@@ -69,7 +69,7 @@ pub use device_array::{DeviceArray, DeviceDim};
 pub use element::{Element, Real};
 pub use engine::Engine;
 pub use error::{ConvError, Result};
-pub use half::f16;
+pub use half::{bf16, f16};
 pub use multi::MultiEngine;
 pub use options::{BoundaryMode, Clamp, Kernel};
 pub use plan::LaunchPlan;

@@ -6,7 +6,7 @@
 //! `t + threads`, ...; each element read and written once, so the kernels are bound by memory
 //! bandwidth.
 
-use crate::element::{Element, Half};
+use crate::element::{Bf16, Element, Half};
 use crate::gpu::{block_dim_x, block_idx_x, grid_dim_x, thread_idx_x};
 
 /// `output[i] = O::narrow(input[i].widen())` for `i < len`.
@@ -47,7 +47,9 @@ conversion!(
     convert_u8_f32: u8 => f32,
     convert_u16_f32: u16 => f32,
     convert_f16_f32: Half => f32,
+    convert_bf16_f32: Bf16 => f32,
     convert_f32_u8: f32 => u8,
     convert_f32_u16: f32 => u16,
     convert_f32_f16: f32 => Half,
+    convert_f32_bf16: f32 => Bf16,
 );

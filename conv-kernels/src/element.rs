@@ -1,6 +1,6 @@
 //! Element types: the types kernels add in ([`Real`]: `f32`, and `f64` for `f64` data) and the
-//! types data is stored in ([`Element`]: those two, `u8`, `u16` and IEEE half precision as
-//! [`Half`], each with the `Real` type it is added in).
+//! types data is stored in ([`Element`]: those two, `u8`, `u16`, IEEE half precision as
+//! [`Half`] and bfloat16 as [`Bf16`], each with the `Real` type it is added in).
 //!
 //! Each design is written once over `T: Real`. The streaming register-tiled kernels also read
 //! and write the narrow types themselves (generic over `S: Element<Real = f32>`); the other
@@ -164,6 +164,11 @@ real!(f64, "f64", reg64, 8, core::intrinsics::fmaf64);
 #[repr(transparent)]
 pub struct Half(pub u16);
 
+/// bfloat16 (the upper half of an `f32`), as its 16 bits (the host's `half::bf16`).
+#[derive(Clone, Copy)]
+#[repr(transparent)]
+pub struct Bf16(pub u16);
+
 /// A type data is stored in: read as its `Real` type, written from it.
 pub trait Element: Copy {
     /// The type the kernels add this type's values in.
@@ -171,7 +176,7 @@ pub trait Element: Copy {
     /// The value as `Real` (exact for every type).
     fn widen(self) -> Self::Real;
     /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
-    /// type's range, NaN to 0; `Half` rounded to nearest (overflow to infinity).
+    /// type's range, NaN to 0; `Half` and `Bf16` rounded to nearest (overflow to infinity).
     fn narrow(value: Self::Real) -> Self;
     /// Writes `quad`, narrowed, to the 4 consecutive elements from `target`, in one store that
     /// bypasses L1 and is marked as read once (`.cs`).
@@ -301,6 +306,36 @@ impl Element for Half {
             );
         }
         Half(bits)
+    }
+
+    #[inline(always)]
+    unsafe fn store4_streaming(target: *mut Self, quad: [f32; 4]) {
+        let bits = quad.iter().rev().fold(0, |word: u64, &v| {
+            (word << 16) | u64::from(Self::narrow(v).0)
+        });
+        // SAFETY: 4 elements, aligned to 4 elements (caller): one aligned `u64`.
+        unsafe { crate::gpu::store_streaming(target.cast::<u64>(), bits) }
+    }
+}
+
+impl Element for Bf16 {
+    type Real = f32;
+
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        f32::from_bits(u32::from(self.0) << 16)
+    }
+
+    /// Rounds the upper half of `value`'s bits to nearest, ties to even, in integer arithmetic
+    /// (PTX converts to `bf16` only from sm_80, the PTX targets sm_70); NaN stays a quiet NaN.
+    #[inline(always)]
+    fn narrow(value: f32) -> Self {
+        let bits = value.to_bits();
+        if value.is_nan() {
+            return Bf16((bits >> 16) as u16 | 0x0040);
+        }
+        let tie_to_even = 0x7FFF + ((bits >> 16) & 1);
+        Bf16((bits.wrapping_add(tie_to_even) >> 16) as u16)
     }
 
     #[inline(always)]

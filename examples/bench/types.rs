@@ -1,4 +1,4 @@
-//! `--types`: the element-type cases (`u8`, `u16`, `f16`, `f32`, `f64`), each filtered from one device array into another of its
+//! `--types`: the element-type cases (`u8`, `u16`, `f16`, `bf16`, `f32`, `f64`), each filtered from one device array into another of its
 //! type, so that the device moves only the type's bytes. Device time: CUDA events around each
 //! call on the engine's stream, the median of `RUNS` after `WARMUP`; the roofline: the copy
 //! bandwidth of the same run, for the type's bytes read and written once; the output array is
@@ -7,7 +7,7 @@
 
 use crate::Bench;
 use crate::timing::median;
-use conv_host::{BoundaryMode, Conv2dOptions, Element, Engine, f16};
+use conv_host::{BoundaryMode, Conv2dOptions, Element, Engine, bf16, f16};
 use ndarray::{Array2, Array3};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -185,6 +185,7 @@ impl Bench<'_> {
         )?);
         lines.push(self.type_case::<u16>(&general(gray), 1.0)?);
         lines.push(self.type_case::<f16>(&general(gray), 2e-3)?);
+        lines.push(self.type_case::<bf16>(&general(gray), 1e-2)?);
         lines.push(self.type_case::<f32>(&general(gray), 1e-5)?);
         lines.push(self.type_case::<f64>(&general(gray), 1e-12)?);
         Ok(lines)

@@ -1,7 +1,7 @@
 //! Element types in the tests: random values of each, and the check of an output of any type
 //! against the f64 reference sums.
 
-use conv_host::{Element, f16};
+use conv_host::{Element, bf16, f16};
 use ndarray::{Array, Array3, ArrayView, Dimension, ShapeBuilder};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -29,6 +29,12 @@ impl Random for f16 {
     }
 }
 
+impl Random for bf16 {
+    fn random(rng: &mut StdRng) -> Self {
+        bf16::from_f32(rng.random_range(-2.0..2.0))
+    }
+}
+
 impl Random for f32 {
     fn random(rng: &mut StdRng) -> Self {
         rng.random_range(-2.0..2.0)
@@ -53,8 +59,8 @@ pub fn random_array<T: Random, Sh: ShapeBuilder>(rng: &mut StdRng, shape: Sh) ->
 
 /// Asserts that `got` is what an output of type `O` should hold for the reference sums:
 /// integers rounded to nearest and saturated, exactly, but for outputs whose f32 sum (within
-/// `scale * 1e-6` of the exact one) lies on the other side of a rounding boundary; `f16` within
-/// half an ulp of it (of a subnormal where it is one) plus the f32 rounding; `f32` within `scale * 1e-5`; `f64` within
+/// `scale * 1e-6` of the exact one) lies on the other side of a rounding boundary; `f16` and
+/// `bf16` within half an ulp of it (of a subnormal where it is one) plus the f32 rounding; `f32` within `scale * 1e-5`; `f64` within
 /// `scale * 1e-12`.
 pub fn check<O: Element, D: Dimension>(
     got: ArrayView<'_, O, D>,
@@ -76,9 +82,15 @@ pub fn check<O: Element, D: Dimension>(
                     let (lo, hi) = (O::from_f64(r - sum_error), O::from_f64(r + sum_error));
                     lo.to_f64() <= value && value <= hi.to_f64()
                 }
-                "f16" => {
+                "f16" | "bf16" => {
+                    // Half an ulp: 11 and 8 bits of significand (an f16 subnormal's below 2^-14).
+                    let (bits, smallest) = if O::NAME == "f16" {
+                        (11, -25)
+                    } else {
+                        (8, -134)
+                    };
                     let expected = O::from_f64(r).to_f64();
-                    let half_ulp = (r.abs() * 2f64.powi(-11)).max(2f64.powi(-25));
+                    let half_ulp = (r.abs() * 2f64.powi(-bits)).max(2f64.powi(smallest));
                     (value - r).abs() <= (expected - r).abs() + half_ulp + tolerance
                 }
                 _ => (value - r).abs() <= tolerance,

@@ -53,8 +53,8 @@ pub(crate) const STREAM16_ENTRY_POINTS: &[(u32, u32, &str)] =
 
 /// Element types the streaming kernels of the memory-bound masks (`STREAM_SHORT_STEP_MASKS`)
 /// also read and write themselves, input and output of one type: the entry points of the
-/// `f32` kernels, suffixed `_u8`, `_u16` or `_f16`.
-pub(crate) const NATIVE_STREAM_ELEMENTS: [&str; 3] = ["u8", "u16", "f16"];
+/// `f32` kernels, suffixed `_u8`, `_u16`, `_f16` or `_bf16`.
+pub(crate) const NATIVE_STREAM_ELEMENTS: [&str; 4] = ["u8", "u16", "f16", "bf16"];
 
 /// Whether streaming kernels read `I` and write `O` themselves: one type of
 /// [`NATIVE_STREAM_ELEMENTS`].

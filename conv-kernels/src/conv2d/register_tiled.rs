@@ -33,7 +33,7 @@ use super::wide::{
 };
 use crate::abi::{Conv2dParams, STREAM_COMPUTE_BOUND_FROM, STREAM_SHORT_STEP_ROWS, StreamLayout};
 use crate::boundary::Plane;
-use crate::element::{Element, Half};
+use crate::element::{Bf16, Element, Half};
 use crate::gpu::{
     ConstantMask, Mask, SharedTile, block_dim_y, block_idx_x, block_idx_y, block_idx_z,
     sync_threads, thread_idx_x, thread_idx_y,
@@ -233,7 +233,7 @@ macro_rules! narrow_stream_entry_points {
     )+};
 }
 
-narrow_stream_entry_points!(u8: u8, u16: u16, Half: f16);
+narrow_stream_entry_points!(u8: u8, u16: u16, Half: f16, Bf16: bf16);
 
 /// Wide register-tiled design for wide masks, specialised at compile time on the mask width `W`
 /// and the channel count `C` (any mask height). A block of 16 x `threads_y` threads
