@@ -15,12 +15,17 @@ use rand::Rng;
 use rand::rngs::StdRng;
 
 /// Shapes of 1 to 4 dimensions, with axes shorter and longer than a tile (64 positions for 32
-/// lines and more, 2048 for one line) and lines that do not fill a tile across.
-const SHAPES: [&[usize]; 7] = [
+/// lines and more, 2048 for one line, a block of the column kernel) and lines that do not fill
+/// a tile across.
+const SHAPES: [&[usize]; 9] = [
     &[3000],
     &[37, 300],
     // Longer than a ring tile along axis 0, a partial tile of lines.
     &[2100, 33],
+    // Lines a strip and more abreast (the column kernel): axis 0 taller than a block, two
+    // strips, the second partial; axis 1 of a batch of images.
+    &[700, 292],
+    &[3, 150, 260],
     &[130, 5],
     &[5, 33, 70],
     &[3, 4, 5, 40],

@@ -78,7 +78,10 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
         .chain(crate::conv2d::STREAM_ENTRY_POINTS)
         .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
         .map(|&(_, _, name)| name);
-    let ring = crate::axis::RING_ENTRY_POINTS.iter().map(|&(_, name)| name);
+    let ring = crate::axis::RING_ENTRY_POINTS
+        .iter()
+        .chain(&crate::conv2d::COLUMN_ENTRY_POINTS)
+        .map(|&(_, name)| name);
     // The streaming kernels of the memory-bound masks on narrow images.
     let native_2d: Vec<String> = crate::conv2d::STREAM_ENTRY_POINTS
         .iter()

@@ -223,6 +223,31 @@ impl SeparableWideLayout {
     }
 }
 
+/// Shared memory of a wide separable column block (the column pass alone), in `f32` words:
+/// the ring, into which the staging writes each step's input rows, and the column table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeparableWideColumnLayout {
+    /// Rows of the ring: a step's rows and the `mask - 1` before them, rounded up to 8.
+    pub ring_rows: u64,
+    /// First word of the table of folded staged columns, after the ring.
+    pub column_table: u64,
+    /// Total words.
+    pub words: u64,
+}
+
+impl SeparableWideColumnLayout {
+    /// The layout for a mask `mask` rows tall and one column wide.
+    pub const fn new(mask: u64) -> Self {
+        let ring_rows = strip_ring_rows(mask);
+        let column_table = ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
+        Self {
+            ring_rows,
+            column_table,
+            words: column_table + strip_staged_width(1, 1),
+        }
+    }
+}
+
 /// Elements of a row of a tensor-copy box (`SeparableTmaLayout`): 45 16-byte quads, an odd
 /// number, so that 8 rows' quads at the same element fall on 8 groups of banks.
 pub const TMA_BOX_WIDTH: u64 = 180;

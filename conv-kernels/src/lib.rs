@@ -32,8 +32,12 @@
 ///
 /// `$design[T]` names a design generic over its element type as well, `$design::<T, size,
 /// channels>`, on images of `T` (`f32` where no type is given); with a `$suffix`, the entry
-/// points are `{prefix}{size}_c{channels}_{suffix}`.
+/// points are `{prefix}{size}_c{channels}_{suffix}`. With `one channel:` before the sizes,
+/// the entry points are `{prefix}{size}`, for one channel only.
 macro_rules! specialised_entry_points {
+    ($design:ident, $prefix:ident, $doc:literal, one channel: $($size:literal),+ $(,)?) => {$(
+        specialised_entry_points!(@one ${concat($prefix, $size)}, $design, [], $doc, $size, 1);
+    )+};
     ($design:ident [$t:ty], $prefix:ident, $suffix:ident, $doc:literal: $($size:literal),+ $(,)?) => {$(
         specialised_entry_points!(@one ${concat($prefix, $size, _c1_, $suffix)}, $design, [$t], $doc, $size, 1);
         specialised_entry_points!(@one ${concat($prefix, $size, _c3_, $suffix)}, $design, [$t], $doc, $size, 3);

@@ -5,7 +5,8 @@ pub(crate) mod reference;
 
 use crate::abi::{
     AXIS_RING_STRIPS, AXIS_THREADS, AxisParams, COMBINE_ADD, COMBINE_ADD_SQUARE,
-    COMBINE_ADD_SQUARE_ROOT, COMBINE_STORE, axis_columns, axis_rows, axis_shared_elements,
+    COMBINE_ADD_SQUARE_ROOT, COMBINE_STORE, SEPARABLE_WIDE_STRIP, axis_columns, axis_rows,
+    axis_shared_elements,
 };
 use crate::element::Real;
 use crate::error::{ConvError, Result};
@@ -113,6 +114,21 @@ impl Session<'_> {
             && let Some(taps) = (&taps as &dyn Any).downcast_ref::<Vec<f32>>()
             && self.enqueue_rows(
                 (outer, len),
+                (taps, pass.left),
+                (pass.mode, clamp),
+                input,
+                output,
+            )?
+        {
+            return Ok(());
+        }
+        // Any other axis whose lines lie a strip abreast: the columns of `outer` images of
+        // `len` rows, which the wide separable column kernel filters.
+        if inner >= SEPARABLE_WIDE_STRIP as usize
+            && combine == Combine::Store
+            && let Some(taps) = (&taps as &dyn Any).downcast_ref::<Vec<f32>>()
+            && self.enqueue_columns(
+                [outer, len, inner],
                 (taps, pass.left),
                 (pass.mode, clamp),
                 input,

@@ -319,26 +319,31 @@ impl Session<'_> {
         self.enqueue_planned(&plan, (images, shape), mask, (mode, clamp), input, output)
     }
 
-    /// Enqueues on the engine's stream the correlation of the `height x width` image (`f32`,
-    /// rows without padding) with the rank-1 square mask `column x row` (taps in correlation
-    /// order, `top` and `left` of them before the output position): the wide separable kernel,
-    /// both passes fused, from `input` into `output`. The N-D filters' two-pass terms over 2D
-    /// arrays take it (a Gaussian, Sobel, uniform filter) instead of two axis passes through
-    /// a temporary. Returns `false`, enqueuing nothing, where no wide separable kernel is
-    /// compiled for the taps or `width` is not a multiple of 4.
+    /// Enqueues on the engine's stream the correlation of each of the `images` of `height x
+    /// width` (`f32`, rows without padding, one image after the other), on its own, with the
+    /// rank-1 square mask `column x row` (taps in correlation order, `top` and `left` of them
+    /// before the output position): the wide separable kernel, both passes fused, one grid
+    /// plane per image, from `input` into `output`. The N-D filters' terms along the last two
+    /// axes take it (a Gaussian, Sobel, uniform filter) instead of two axis passes through a
+    /// temporary. Returns `false`, enqueuing nothing, where no wide separable kernel is
+    /// compiled for the taps, `width` is not a multiple of 4 or the images exceed a grid's
+    /// planes.
     ///
     /// # Errors
     /// As [`Session::enqueue_planned`].
     pub(crate) fn enqueue_separable(
         &self,
-        [height, width]: [usize; 2],
+        [images, height, width]: [usize; 3],
         [(column, top), (row, left)]: [(&[f32], usize); 2],
         (mode, clamp): (BoundaryMode, (f32, f32)),
         input: &CudaView<'_, u8>,
         output: &mut CudaViewMut<'_, u8>,
     ) -> Result<bool> {
         let side = column.len();
-        if row.len() != side || !separable::has_wide_kernel((side, side), 1) {
+        if row.len() != side
+            || !separable::has_wide_kernel((side, side), 1)
+            || images > MAX_GRID_PLANES
+        {
             return Ok(false);
         }
         // The kernel reads the row factor, then the column factor, in place of the taps.
@@ -356,14 +361,59 @@ impl Session<'_> {
             pitch: width,
         };
         let plan = separable::plan(self.device(), (side, side), 1, None)?;
-        self.enqueue_planned(&plan, (1, shape), &mask, (mode, clamp), input, output)
+        self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
+    }
+
+    /// Enqueues on the engine's stream the correlation of each of the `images` of `height x
+    /// width` (`f32`, rows without padding, one image after the other), on its own, with the
+    /// mask `taps` tall and one column wide (`top` of them above the output position): the
+    /// wide separable design's column pass alone, one grid plane per image, from `input` into
+    /// `output`. The N-D passes along any axis but the last take it where their lines lie
+    /// at least a strip abreast: each block reads and writes whole rows of the strip, where
+    /// the axis kernels held one block per SM for the long masks (PERFORMANCE.md). Returns
+    /// `false`, enqueuing nothing, where no column kernel is compiled for that many taps,
+    /// `width` is not a multiple of 4, or the images exceed a grid's planes or the kernel's
+    /// 32-bit sides.
+    ///
+    /// # Errors
+    /// As [`Session::enqueue_planned`].
+    pub(crate) fn enqueue_columns(
+        &self,
+        [images, height, width]: [usize; 3],
+        (taps, top): (&[f32], usize),
+        (mode, clamp): (BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let sides_fit = u32::try_from(height).is_ok() && u32::try_from(width).is_ok();
+        if images > MAX_GRID_PLANES || !sides_fit {
+            return Ok(false);
+        }
+        let Some(plan) = separable::column_plan(self.device(), taps.len()).transpose()? else {
+            return Ok(false);
+        };
+        let mask = Mask2d {
+            values: taps.to_vec(),
+            rows: taps.len(),
+            cols: 1,
+            top,
+            left: 0,
+        };
+        let shape = ImageShape {
+            height,
+            width,
+            channels: 1,
+            pitch: width,
+        };
+        self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
     }
 
     /// `plan`'s kernel (a thread-staged one, reading its mask from MASK) for `mask` over
-    /// `planes` images of `shape` (`f32`; more than one only for the streaming kernels), one
-    /// grid plane per image: the launches of [`Session::enqueue_rows`],
-    /// [`Session::enqueue_planes`] and [`Session::enqueue_separable`]. Returns `false`, enqueuing nothing, where the rows' pitch is not
-    /// a multiple of 4 (the kernels' 16-byte stores).
+    /// `planes` images of `shape` (`f32`; more than one only for the streaming and wide
+    /// separable kernels), one grid plane per image: the launches of
+    /// [`Session::enqueue_rows`], [`Session::enqueue_planes`], [`Session::enqueue_separable`]
+    /// and [`Session::enqueue_columns`]. Returns `false`, enqueuing nothing, where the rows'
+    /// pitch is not a multiple of 4 (the kernels' 16-byte stores).
     ///
     /// # Errors
     /// [`ConvError::InvalidLaunch`] for buffers smaller than the images or a mask no kernel
@@ -394,8 +444,8 @@ impl Session<'_> {
         // SAFETY: both buffers hold the `planes` images of `height` rows of `pitch` elements
         // (checked above), pitch a multiple of 4, in 256-byte aligned allocations; distinct
         // buffers (the caller's); the mask is in MASK (these plans read it there), written on
-        // this stream just before; these kernels take no tensor map, and the streaming ones
-        // a grid of `planes` planes (the only ones given more than one).
+        // this stream just before; these kernels take no tensor map, and the streaming and
+        // wide separable ones a grid of `planes` planes (the only ones given more than one).
         unsafe {
             enqueue2d::<f32>(
                 self,

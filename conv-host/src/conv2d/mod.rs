@@ -3,8 +3,12 @@
 
 /// The table `(size, channels, name)` of a family of 2D entry points that `conv-kernels`
 /// declares for the given sizes x `REGISTER_CHANNELS` (1, 3, 4), named
-/// `{prefix}{size}_c{channels}` (a unit test checks the tables against the abi's sizes).
+/// `{prefix}{size}_c{channels}` (a unit test checks the tables against the abi's sizes); with
+/// `one channel:`, the table `(size, name)` of the entry points `{prefix}{size}`.
 macro_rules! entry_point_table {
+    ($prefix:literal, one channel: $($size:literal),+ $(,)?) => {
+        [$(($size, concat!($prefix, stringify!($size)))),+]
+    };
     ($prefix:literal: $($size:literal),+ $(,)?) => {
         [$(
             ($size, 1, concat!($prefix, stringify!($size), "_c1")),
@@ -32,10 +36,10 @@ pub(crate) use register_tiled::{
 };
 #[cfg(test)]
 pub(crate) use register_tiled_tma::ENTRY_POINTS as REGISTER_TILED_TMA_ENTRY_POINTS;
-#[cfg(test)]
-pub(crate) use separable::SEPARABLE_ENTRY_POINTS;
 pub use separable::SEPARABLE_TOLERANCE;
 pub(crate) use separable::has_wide_kernel as has_wide_separable_kernel;
+#[cfg(test)]
+pub(crate) use separable::{COLUMN_ENTRY_POINTS, SEPARABLE_ENTRY_POINTS};
 #[cfg(test)]
 pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;
 

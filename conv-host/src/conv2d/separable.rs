@@ -3,8 +3,8 @@
 use super::Mask2d;
 use super::register_tiled::square_entry_point;
 use crate::abi::{
-    MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableLayout, SeparableWideLayout,
-    separable_strip,
+    MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableLayout,
+    SeparableWideColumnLayout, SeparableWideLayout, separable_strip,
 };
 use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
@@ -108,11 +108,31 @@ pub(crate) fn has_wide_kernel(mask: (usize, usize), channels: usize) -> bool {
     square_entry_point(SEPARABLE_ENTRY_POINTS, mask, channels).is_some()
 }
 
-/// Whether `plan` runs a wide separable kernel.
+/// Whether `plan` runs a wide separable kernel (both passes, or the column pass alone).
 pub(crate) fn is_wide(plan: &LaunchPlan) -> bool {
     SEPARABLE_ENTRY_POINTS
         .iter()
-        .any(|&(_, _, name)| name == plan.entry_point)
+        .map(|&(_, _, name)| name)
+        .chain(COLUMN_ENTRY_POINTS.iter().map(|&(_, name)| name))
+        .any(|name| name == plan.entry_point)
+}
+
+/// Plans the wide separable design's column pass alone for a mask `rows` tall and one
+/// column wide, `None` where no kernel is compiled for that height.
+pub(crate) fn column_plan(device: &DeviceInfo, rows: usize) -> Option<Result<LaunchPlan>> {
+    let &(_, entry_point) = COLUMN_ENTRY_POINTS.iter().find(|&&(m, _)| m == rows)?;
+    let block = (SEPARABLE_THREADS, 1);
+    let bytes = SeparableWideColumnLayout::new(rows as u64).words * 4;
+    Some(
+        check_block(device, entry_point, block, bytes).map(|()| LaunchPlan {
+            kernel: Kernel::Separable,
+            entry_point,
+            block,
+            output_tile: (SEPARABLE_WIDE_STRIP, ROWS_PER_BLOCK),
+            shared_memory_bytes: bytes as u32,
+            mask_in_constant_memory: true,
+        }),
+    )
 }
 
 /// Plans the fused separable kernel for a mask `factor` accepted, or explains why it cannot run.
@@ -153,6 +173,12 @@ pub(crate) fn plan(
         mask_in_constant_memory: true,
     })
 }
+
+/// The wide separable column-pass entry points: `(mask height, name)`, as `conv-kernels`
+/// declares them for `SEPARABLE_MASKS`.
+pub(crate) const COLUMN_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
+    "conv2d_separable_wide_column_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
 
 /// The wide separable entry points: `(mask size, channels, name)`, as `conv-kernels` declares
 /// them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.

@@ -140,8 +140,9 @@ impl Session<'_> {
     ) -> Result<()> {
         let taps = |pass: &Pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>();
         let (column, row) = (taps(term.column), taps(term.row));
+        let [height, width] = term.size;
         let fused = self.enqueue_separable(
-            term.size,
+            [1, height, width],
             [(&column, term.column.left), (&row, term.row.left)],
             (term.row.mode, clamp),
             source,

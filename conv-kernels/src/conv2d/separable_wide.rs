@@ -27,12 +27,22 @@
 //! suffice: after the staging (the row pass reads it, and the previous column pass is done with
 //! the slots it overwrites) and after the row pass. A block of `out_tile_h` rows does
 //! `(out_tile_h + M - 1) / out_tile_h * M + M` multiply-adds per output; the host picks
-//! `out_tile_h + M - 1` a multiple of 32.
+//! `out_tile_h + M - 1` a multiple of 32. A grid of `Z` planes (`gridDim.z`) filters a batch
+//! of `Z` images, one after the other in both buffers, each on its own.
+//!
+//! [`separable_wide_column`] is the column pass alone, a mask `M` rows tall and one column
+//! wide: a 1D correlation along the first axis of an image, or along any axis but the last of
+//! an N-D array seen as a batch of images. Each step's input rows go straight into the ring
+//! (no halo across the row), so a step is staging, barrier, column pass, barrier: `M`
+//! multiply-adds per output, bound by memory.
 
-use crate::abi::{Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWideLayout};
+use crate::abi::{
+    Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWideColumnLayout, SeparableWideLayout,
+    strip_row_words,
+};
 use crate::conv2d::strip::{CHUNK, PASS_ROWS, PassSums, Strip};
 use crate::conv2d::wide::accumulate_window_after;
-use crate::gpu::{ConstantMask, Mask, SharedTile, fma, sync_threads};
+use crate::gpu::{ConstantMask, Mask, SharedTile, block_idx_z, fma, sync_threads};
 
 /// Outputs of a row-pass segment.
 const SEGMENT: usize = 16;
@@ -43,7 +53,8 @@ const SEGMENT: usize = 16;
 /// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the row
 /// factor then the column factor; `p.mask_h = p.mask_w = M`, `p.channels = C`; a
 /// `(256, 1)` block with `SeparableWideLayout::new(M, C).words * 4` bytes of shared memory;
-/// `p.pitch` a multiple of 4 and the output buffer 16-byte aligned.
+/// `p.pitch` a multiple of 4 and the output buffer 16-byte aligned; both buffers hold
+/// `gridDim.z` such images.
 #[inline(always)]
 unsafe fn separable_wide<const M: usize, const C: usize>(
     input: *const f32,
@@ -52,6 +63,8 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
 ) {
     const { assert!(M >= 1 && M <= 31 && C >= 1 && C <= 4) };
     let layout = SeparableWideLayout::new(M as u64, C as u64);
+    // SAFETY: the grid's planes are images of the buffers (caller).
+    let (input, output) = unsafe { plane_of(input, output, p) };
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
         unsafe { Strip::begin::<M, C, f32>(input, p, layout.ring_rows, layout.column_table) };
@@ -82,6 +95,67 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
         step_slot = strip.advance(step_slot, CHUNK);
         column_slot = strip.advance(column_slot, CHUNK);
     }
+}
+
+/// The column pass alone of the wide separable design: the correlation with the `M x 1` mask
+/// whose taps are in MASK, each step's input rows staged straight into the ring.
+///
+/// # Safety
+/// `input`/`output` are pitched images as `p` describes, not overlapping; `p.mask_h = M`,
+/// `p.mask_w = 1`, `p.channels = C = 1`; a `(256, 1)` block with
+/// `SeparableWideColumnLayout::new(M).words * 4` bytes of shared memory; `p.pitch` a multiple
+/// of 4 and the output buffer 16-byte aligned; both buffers hold `gridDim.z` such images.
+#[inline(always)]
+unsafe fn separable_wide_column<const M: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    const {
+        assert!(M >= 1 && M <= 31 && C == 1);
+        // A staged row (the strip, no halo) fills a ring row.
+        assert!(strip_row_words(1, 1) == SEPARABLE_WIDE_RING_ROW_WORDS);
+    };
+    let layout = SeparableWideColumnLayout::new(M as u64);
+    // SAFETY: the grid's planes are images of the buffers (caller).
+    let (input, output) = unsafe { plane_of(input, output, p) };
+    // SAFETY: `input` is a pitched image as `p` describes (caller); no halo across the row.
+    let (strip, image) =
+        unsafe { Strip::begin::<1, C, f32>(input, p, layout.ring_rows, layout.column_table) };
+    let taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap(i as u64));
+    // The block's row `h` sits in slot `(h + M - 1) mod ring_rows` (see `separable_wide`).
+    let mut step_slot = (M as u64 - 1) % layout.ring_rows;
+    let mut column_slot = 0;
+    for step in 0..strip.steps::<M>() {
+        // SAFETY: ring slots of `SEPARABLE_WIDE_RING_ROW_WORDS` words, the staged row's
+        // (asserted above); the previous pass read them before the last barrier; the table is
+        // filled.
+        unsafe {
+            strip.stage::<1, C, f32>((input, image, p), step, |ry| {
+                strip.advance(step_slot, ry) * SEPARABLE_WIDE_RING_ROW_WORDS
+            })
+        };
+        // SAFETY: `input` is the image `p` describes.
+        unsafe { strip.prefetch::<1, C, f32>((input, p), step + 1) };
+        sync_threads();
+        // SAFETY: forwarded contract of `output`.
+        unsafe { column_pass::<M>(strip, (step, column_slot), 0, &taps, (output, p)) };
+        // The next staging overwrites slots this pass reads.
+        sync_threads();
+        step_slot = strip.advance(step_slot, CHUNK);
+        column_slot = strip.advance(column_slot, CHUNK);
+    }
+}
+
+/// `input` and `output` advanced to image `blockIdx.z` of a batch of images as `p` describes.
+///
+/// # Safety
+/// Both buffers hold `gridDim.z` images of `p.height` rows `p.pitch` elements apart.
+#[inline(always)]
+unsafe fn plane_of(input: *const f32, output: *mut f32, p: &Conv2dParams) -> (*const f32, *mut f32) {
+    let plane = (block_idx_z() * u64::from(p.height) * p.pitch) as usize;
+    // SAFETY: image `blockIdx.z` of the buffers (caller).
+    unsafe { (input.add(plane), output.add(plane)) }
 }
 
 /// The column pass of step `step` over the ring at word `ring` (see [`Strip::pass`]).
@@ -146,6 +220,12 @@ pub(crate) fn row_pass<const M: usize, const C: usize>(
         }
     }
 }
+
+specialised_entry_points!(
+    separable_wide_column, conv2d_separable_wide_column_m,
+    "Wide separable column pass, mask height and channels:", one channel:
+    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
 
 specialised_entry_points!(
     separable_wide, conv2d_separable_wide_m, "Wide fused separable 2D kernel, mask size and channels:":
