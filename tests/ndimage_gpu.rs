@@ -191,13 +191,14 @@ fn filters<T: Random>(rng: &mut StdRng) {
     }
 }
 
-/// Two-pass filters of 2D `f32` images with one mode for both axes: rows of a multiple of 4
-/// elements run both passes as one 2D separable kernel (except under a constant other than
-/// zero), and filters of two such terms combine them in one more kernel; others run as axis
-/// passes; masks from 3 taps to wider than the image.
+/// Separable filters of `f32` arrays with one mode for every axis: where rows hold a multiple
+/// of 4 elements, the passes along the last two axes run as one 2D separable kernel over
+/// each image (except under a constant other than zero), then the other axes' passes; 2D
+/// filters of two such terms combine them in one more kernel; others run as axis passes;
+/// masks from 3 taps to wider than the image.
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn two_pass_filters_of_images_match_the_reference() {
+fn fused_filters_of_images_and_volumes_match_the_reference() {
     let (mut rng, _) = rng("fused filters");
     let nd = engine().ndimage();
     let modes = [
@@ -208,7 +209,7 @@ fn two_pass_filters_of_images_match_the_reference() {
         BoundaryMode::Mirror,
         BoundaryMode::Wrap,
     ];
-    for shape in [&[70, 96][..], &[9, 20], &[45, 30]] {
+    for shape in [&[70, 96][..], &[9, 20], &[45, 30], &[5, 21, 36], &[2, 3, 9, 20]] {
         let input: ArrayD<f32> = random_array(&mut rng, IxDyn(shape));
         for mode in modes {
             let options = NdOptions {

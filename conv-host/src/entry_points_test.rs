@@ -80,6 +80,7 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
         .map(|&(_, _, name)| name);
     let ring = crate::axis::RING_ENTRY_POINTS
         .iter()
+        .chain(&crate::conv2d::ROW_ENTRY_POINTS)
         .chain(&crate::conv2d::COLUMN_ENTRY_POINTS)
         .map(|&(_, name)| name);
     // The streaming kernels of the memory-bound masks on narrow images.

@@ -201,17 +201,23 @@ pub struct SeparableWideLayout {
 impl SeparableWideLayout {
     /// The layout for a square mask of `mask` taps a side over `channels` interleaved channels.
     pub const fn new(mask: u64, channels: u64) -> Self {
-        let staged_row_words = strip_row_words(mask, channels);
+        Self::rectangular((mask, mask), channels)
+    }
+
+    /// The layout for a mask `rows` tall (the column factor's taps) and `cols` wide (the row
+    /// factor's) over `channels` interleaved channels.
+    pub const fn rectangular((rows, cols): (u64, u64), channels: u64) -> Self {
+        let staged_row_words = strip_row_words(cols, channels);
         let chunk = SEPARABLE_WIDE_CHUNK_ROWS as u64;
-        let table_words = strip_staged_width(mask, channels).next_multiple_of(4);
+        let table_words = strip_staged_width(cols, channels).next_multiple_of(4);
         let others = chunk * staged_row_words + table_words;
         // Two blocks per SM come first: 31 x 31 over 4 channels keeps the ring unrounded.
-        let rounded = strip_ring_rows(mask);
+        let rounded = strip_ring_rows(rows);
         let ring_rows =
             if others + rounded * SEPARABLE_WIDE_RING_ROW_WORDS <= SEPARABLE_WIDE_MAX_WORDS {
                 rounded
             } else {
-                chunk + mask - 1
+                chunk + rows - 1
             };
         let column_table = chunk * staged_row_words + ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
         Self {

@@ -8,6 +8,7 @@ use crate::abi::{
     COMBINE_ADD_SQUARE_ROOT, COMBINE_STORE, SEPARABLE_WIDE_STRIP, axis_columns, axis_rows,
     axis_shared_elements,
 };
+use crate::conv2d::Along;
 use crate::element::Real;
 use crate::error::{ConvError, Result};
 use crate::options::BoundaryMode;
@@ -80,6 +81,33 @@ pub(crate) fn around_axis(shape: &[usize], axis: usize) -> (usize, usize, usize)
 }
 
 impl Session<'_> {
+    /// Enqueues `pass` (`f32` `taps`) over the array `outer x len x inner` on a 2D kernel
+    /// where one takes it, and returns whether one did: along a last axis (`inner = 1`), its
+    /// lines are the rows of an image; along any other whose lines lie a strip or more abreast,
+    /// the columns of `outer` images of `len` rows. The wide separable design's single passes
+    /// come first, the wide register-tiled kernel (a mask one row high) takes the last-axis
+    /// masks they are not compiled for.
+    fn enqueue_image_pass(
+        &self,
+        (outer, len, inner): (usize, usize, usize),
+        (taps, pass): (&[f32], &Pass),
+        clamp: (f32, f32),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let finish = (pass.mode, clamp);
+        if inner == 1 {
+            let rows = (Along::Rows, taps, pass.left);
+            return Ok(
+                self.enqueue_single_pass([1, outer, len], rows, finish, input, output)?
+                    || self.enqueue_rows((outer, len), (taps, pass.left), finish, input, output)?,
+            );
+        }
+        let columns = (Along::Columns, taps, pass.left);
+        Ok(inner >= SEPARABLE_WIDE_STRIP as usize
+            && self.enqueue_single_pass([outer, len, inner], columns, finish, input, output)?)
+    }
+
     /// Enqueues `pass` over the array of `shape` (at least one element) on the engine's
     /// stream, from `input` into `output` (each holding the array's elements of `R`, as bytes),
     /// combined by `combine` and clamped to `clamp`.
@@ -108,32 +136,9 @@ impl Session<'_> {
             });
         }
         let taps: Vec<R> = pass.taps.iter().map(|&w| R::from_f64(w)).collect();
-        // A last axis: its lines are rows of an image, which the 2D wide kernel filters.
-        if inner == 1
-            && combine == Combine::Store
+        if combine == Combine::Store
             && let Some(taps) = (&taps as &dyn Any).downcast_ref::<Vec<f32>>()
-            && self.enqueue_rows(
-                (outer, len),
-                (taps, pass.left),
-                (pass.mode, clamp),
-                input,
-                output,
-            )?
-        {
-            return Ok(());
-        }
-        // Any other axis whose lines lie a strip abreast: the columns of `outer` images of
-        // `len` rows, which the wide separable column kernel filters.
-        if inner >= SEPARABLE_WIDE_STRIP as usize
-            && combine == Combine::Store
-            && let Some(taps) = (&taps as &dyn Any).downcast_ref::<Vec<f32>>()
-            && self.enqueue_columns(
-                [outer, len, inner],
-                (taps, pass.left),
-                (pass.mode, clamp),
-                input,
-                output,
-            )?
+            && self.enqueue_image_pass((outer, len, inner), (taps, pass), clamp, input, output)?
         {
             return Ok(());
         }

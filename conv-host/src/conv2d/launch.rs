@@ -3,6 +3,7 @@
 //! the image's height needs.
 
 use super::register_tiled::STREAM_ENTRY_POINTS;
+use super::separable::Along;
 use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
 use crate::abi::{
     Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, WIDE_MASK_WIDTHS,
@@ -365,22 +366,23 @@ impl Session<'_> {
     }
 
     /// Enqueues on the engine's stream the correlation of each of the `images` of `height x
-    /// width` (`f32`, rows without padding, one image after the other), on its own, with the
-    /// mask `taps` tall and one column wide (`top` of them above the output position): the
-    /// wide separable design's column pass alone, one grid plane per image, from `input` into
-    /// `output`. The N-D passes along any axis but the last take it where their lines lie
-    /// at least a strip abreast: each block reads and writes whole rows of the strip, where
-    /// the axis kernels held one block per SM for the long masks (PERFORMANCE.md). Returns
-    /// `false`, enqueuing nothing, where no column kernel is compiled for that many taps,
-    /// `width` is not a multiple of 4, or the images exceed a grid's planes or the kernel's
-    /// 32-bit sides.
+    /// width` (`f32`, rows without padding, one image after the other), on its own, with
+    /// `taps` along `along` (`before` of them before the output position): one pass of the
+    /// wide separable design alone, one grid plane per image, from `input` into `output`. The
+    /// N-D passes take it: along the last axis, over rows; along any other whose lines lie at
+    /// least a strip abreast, down columns. Each block reads and writes whole rows of its
+    /// strip, where the axis kernels held one block per SM for the long masks and the wide
+    /// register-tiled kernel filtered short rows in tiles wider than them (PERFORMANCE.md).
+    /// Returns `false`, enqueuing nothing, where no such kernel is compiled for that many
+    /// taps, `width` is not a multiple of 4, or the images exceed a grid's planes or the
+    /// kernel's 32-bit sides.
     ///
     /// # Errors
     /// As [`Session::enqueue_planned`].
-    pub(crate) fn enqueue_columns(
+    pub(crate) fn enqueue_single_pass(
         &self,
         [images, height, width]: [usize; 3],
-        (taps, top): (&[f32], usize),
+        (along, taps, before): (Along, &[f32], usize),
         (mode, clamp): (BoundaryMode, (f32, f32)),
         input: &CudaView<'_, u8>,
         output: &mut CudaViewMut<'_, u8>,
@@ -389,15 +391,27 @@ impl Session<'_> {
         if images > MAX_GRID_PLANES || !sides_fit {
             return Ok(false);
         }
-        let Some(plan) = separable::column_plan(self.device(), taps.len()).transpose()? else {
+        let Some(plan) =
+            separable::single_pass_plan(self.device(), (along, taps.len())).transpose()?
+        else {
             return Ok(false);
         };
-        let mask = Mask2d {
-            values: taps.to_vec(),
-            rows: taps.len(),
-            cols: 1,
-            top,
-            left: 0,
+        let mask = match along {
+            // The row factor, then a column factor of one tap.
+            Along::Rows => Mask2d {
+                values: taps.iter().copied().chain([1.0]).collect(),
+                rows: 1,
+                cols: taps.len(),
+                top: 0,
+                left: before,
+            },
+            Along::Columns => Mask2d {
+                values: taps.to_vec(),
+                rows: taps.len(),
+                cols: 1,
+                top: before,
+                left: 0,
+            },
         };
         let shape = ImageShape {
             height,
@@ -412,7 +426,7 @@ impl Session<'_> {
     /// `planes` images of `shape` (`f32`; more than one only for the streaming and wide
     /// separable kernels), one grid plane per image: the launches of
     /// [`Session::enqueue_rows`], [`Session::enqueue_planes`], [`Session::enqueue_separable`]
-    /// and [`Session::enqueue_columns`]. Returns `false`, enqueuing nothing, where the rows'
+    /// and [`Session::enqueue_single_pass`]. Returns `false`, enqueuing nothing, where the rows'
     /// pitch is not a multiple of 4 (the kernels' 16-byte stores).
     ///
     /// # Errors
@@ -461,7 +475,7 @@ impl Session<'_> {
 }
 
 /// Planes of a grid (`gridDim.z`) every CUDA GPU takes.
-const MAX_GRID_PLANES: usize = 65_535;
+pub(crate) const MAX_GRID_PLANES: usize = 65_535;
 
 impl Engine {
     /// Benchmark support: uploads a pitched image, launches the plan `runs` times over as many grids as the height

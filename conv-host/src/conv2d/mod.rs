@@ -30,16 +30,18 @@ mod separable_tma;
 mod tensor_copy;
 mod textbook;
 
+pub(crate) use launch::MAX_GRID_PLANES;
 #[cfg(test)]
 pub(crate) use register_tiled::{
     NATIVE_STREAM_ELEMENTS, STREAM_ENTRY_POINTS, STREAM16_ENTRY_POINTS, WIDE_ENTRY_POINTS,
 };
 #[cfg(test)]
 pub(crate) use register_tiled_tma::ENTRY_POINTS as REGISTER_TILED_TMA_ENTRY_POINTS;
+pub(crate) use separable::Along;
 pub use separable::SEPARABLE_TOLERANCE;
 pub(crate) use separable::has_wide_kernel as has_wide_separable_kernel;
 #[cfg(test)]
-pub(crate) use separable::{COLUMN_ENTRY_POINTS, SEPARABLE_ENTRY_POINTS};
+pub(crate) use separable::{COLUMN_ENTRY_POINTS, ROW_ENTRY_POINTS, SEPARABLE_ENTRY_POINTS};
 #[cfg(test)]
 pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;
 

@@ -240,15 +240,20 @@ mod tests {
             listed(SEPARABLE_ENTRY_POINTS),
             expected(&crate::abi::SEPARABLE_MASKS, "separable_wide_m")
         );
-        let columns: Vec<(u32, String)> = crate::abi::SEPARABLE_MASKS
-            .iter()
-            .map(|&m| (m, format!("conv2d_separable_wide_column_m{m}")))
-            .collect();
-        let listed_columns: Vec<(u32, String)> = crate::conv2d::COLUMN_ENTRY_POINTS
-            .iter()
-            .map(|&(m, n)| (m as u32, n.to_string()))
-            .collect();
-        assert_eq!(listed_columns, columns);
+        for (table, prefix) in [
+            (crate::conv2d::ROW_ENTRY_POINTS, "row"),
+            (crate::conv2d::COLUMN_ENTRY_POINTS, "column"),
+        ] {
+            let expected: Vec<(u32, String)> = crate::abi::SEPARABLE_MASKS
+                .iter()
+                .map(|&m| (m, format!("conv2d_separable_wide_{prefix}_m{m}")))
+                .collect();
+            let listed: Vec<(u32, String)> = table
+                .iter()
+                .map(|&(m, n)| (m as u32, n.to_string()))
+                .collect();
+            assert_eq!(listed, expected);
+        }
         assert_eq!(
             listed(REGISTER_TILED_TMA_ENTRY_POINTS),
             expected(&STREAM_MASKS, "register_tiled_tma_m")

@@ -108,28 +108,48 @@ pub(crate) fn has_wide_kernel(mask: (usize, usize), channels: usize) -> bool {
     square_entry_point(SEPARABLE_ENTRY_POINTS, mask, channels).is_some()
 }
 
-/// Whether `plan` runs a wide separable kernel (both passes, or the column pass alone).
+/// Whether `plan` runs a wide separable kernel (both passes, or one alone).
 pub(crate) fn is_wide(plan: &LaunchPlan) -> bool {
     SEPARABLE_ENTRY_POINTS
         .iter()
         .map(|&(_, _, name)| name)
+        .chain(ROW_ENTRY_POINTS.iter().map(|&(_, name)| name))
         .chain(COLUMN_ENTRY_POINTS.iter().map(|&(_, name)| name))
         .any(|name| name == plan.entry_point)
 }
 
-/// Plans the wide separable design's column pass alone for a mask `rows` tall and one
-/// column wide, `None` where no kernel is compiled for that height.
-pub(crate) fn column_plan(device: &DeviceInfo, rows: usize) -> Option<Result<LaunchPlan>> {
-    let &(_, entry_point) = COLUMN_ENTRY_POINTS.iter().find(|&&(m, _)| m == rows)?;
+/// The direction of a 1D correlation over an image: along its rows or down its columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Along {
+    Rows,
+    Columns,
+}
+
+/// Plans one pass of the wide separable design alone, of `taps` along `along` over one
+/// channel, `None` where no kernel is compiled for that many taps.
+pub(crate) fn single_pass_plan(
+    device: &DeviceInfo,
+    (along, taps): (Along, usize),
+) -> Option<Result<LaunchPlan>> {
+    let (table, words) = match along {
+        Along::Rows => (
+            &ROW_ENTRY_POINTS,
+            SeparableWideLayout::rectangular((1, taps as u64), 1).words,
+        ),
+        Along::Columns => (
+            &COLUMN_ENTRY_POINTS,
+            SeparableWideColumnLayout::new(taps as u64).words,
+        ),
+    };
+    let &(_, entry_point) = table.iter().find(|&&(m, _)| m == taps)?;
     let block = (SEPARABLE_THREADS, 1);
-    let bytes = SeparableWideColumnLayout::new(rows as u64).words * 4;
     Some(
-        check_block(device, entry_point, block, bytes).map(|()| LaunchPlan {
+        check_block(device, entry_point, block, words * 4).map(|()| LaunchPlan {
             kernel: Kernel::Separable,
             entry_point,
             block,
             output_tile: (SEPARABLE_WIDE_STRIP, ROWS_PER_BLOCK),
-            shared_memory_bytes: bytes as u32,
+            shared_memory_bytes: (words * 4) as u32,
             mask_in_constant_memory: true,
         }),
     )
@@ -173,6 +193,12 @@ pub(crate) fn plan(
         mask_in_constant_memory: true,
     })
 }
+
+/// The wide separable row-pass entry points: `(mask width, name)`, as `conv-kernels` declares
+/// them for `SEPARABLE_MASKS`.
+pub(crate) const ROW_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
+    "conv2d_separable_wide_row_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
 
 /// The wide separable column-pass entry points: `(mask height, name)`, as `conv-kernels`
 /// declares them for `SEPARABLE_MASKS`.

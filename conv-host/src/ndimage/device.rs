@@ -89,42 +89,57 @@ pub(crate) fn term_finish(filter: &Filter, index: usize) -> (Combine, (f32, f32)
     (combine, if last { filter.clamp } else { UNCLAMPED })
 }
 
-/// A term of two passes over a 2D `f32` array that one 2D separable kernel runs: its column
-/// pass (axis 0) and row pass (axis 1), with one mode and as many taps.
+/// A term's passes along the last two axes of an `f32` array, which one 2D separable kernel
+/// runs over each of the array's `planes` images of `height x width` (`size`): its column
+/// pass (axis `n - 2`) and row pass (axis `n - 1`), with one mode and as many taps; `rest`, the
+/// term's passes along the other axes, run after it.
 struct FusedTerm<'a> {
-    size: [usize; 2],
+    size: [usize; 3],
     column: &'a Pass,
     row: &'a Pass,
+    rest: Vec<&'a Pass>,
 }
 
 /// `term` over an array of `shape` as a [`FusedTerm`], where the wide separable kernel takes
-/// it: two passes along axes 0 and 1 of a 2D `R = f32` array with rows of a multiple of 4
-/// elements, one mode (not a constant other than zero: one 2D pass extends the image as two
-/// passes do except there, where the second of two passes reads the constant unfiltered), as
-/// many taps, a wide separable kernel compiled for them.
+/// it: an `R = f32` array of 2 or more axes, rows of a multiple of 4 elements, at most a grid's
+/// planes of images; one pass along each of the last two axes, with one mode and as many
+/// taps, a wide separable kernel compiled for them; no constant other than zero in the term
+/// (one 2D pass extends the image as two passes do except there, where the second of two
+/// passes reads the constant unfiltered, and the passes then run in another order).
 fn fused_term<'a, R: Real>(shape: &[usize], term: &'a [Pass]) -> Option<FusedTerm<'a>> {
-    let (&[height, width], [first, second]) = (shape, term) else {
+    let n = shape.len();
+    if R::NAME != "f32" || n < 2 {
         return None;
+    }
+    let along = |axis| {
+        let mut passes = term.iter().filter(move |pass| pass.axis == axis);
+        passes.next().filter(|_| passes.next().is_none())
     };
-    let (column, row) = if first.axis == 0 {
-        (first, second)
-    } else {
-        (second, first)
-    };
-    let nonzero_constant = matches!(row.mode, BoundaryMode::Constant(c) if c != 0.0);
+    let (column, row) = (along(n - 2)?, along(n - 1)?);
+    let nonzero_constant = term
+        .iter()
+        .any(|pass| matches!(pass.mode, BoundaryMode::Constant(c) if c != 0.0));
+    let [height, width] = [shape[n - 2], shape[n - 1]];
+    let planes = shape[..n - 2].iter().product::<usize>();
     let side = row.taps.len();
-    let fits = R::NAME == "f32"
-        && (column.axis, row.axis) == (0, 1)
-        && column.mode == row.mode
+    let fits = column.mode == row.mode
         && !nonzero_constant
         && column.taps.len() == side
         && width.is_multiple_of(4)
+        && planes <= conv2d::MAX_GRID_PLANES
         && conv2d::has_wide_separable_kernel((side, side), 1);
-    fits.then_some(FusedTerm {
-        size: [height, width],
+    fits.then(|| FusedTerm {
+        size: [planes, height, width],
         column,
         row,
+        rest: term.iter().filter(|pass| pass.axis < n - 2).collect(),
     })
+}
+
+/// One kernel of a term: its fused passes, or one axis pass.
+enum Step<'a> {
+    Fused(&'a FusedTerm<'a>),
+    Axis(&'a Pass),
 }
 
 impl Session<'_> {
@@ -140,9 +155,8 @@ impl Session<'_> {
     ) -> Result<()> {
         let taps = |pass: &Pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>();
         let (column, row) = (taps(term.column), taps(term.row));
-        let [height, width] = term.size;
         let fused = self.enqueue_separable(
-            [1, height, width],
+            term.size,
             [(&column, term.column.left), (&row, term.row.left)],
             (term.row.mode, clamp),
             source,
@@ -196,9 +210,28 @@ impl Session<'_> {
         }
     }
 
+    /// Enqueues `step` of a term over the array of `shape` from `input` into `output`,
+    /// finished by `finish` (a store, for a fused step).
+    fn enqueue_step<R: Real>(
+        &self,
+        shape: &[usize],
+        step: &Step<'_>,
+        finish: (Combine, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<()> {
+        match step {
+            Step::Fused(term) => {
+                debug_assert_eq!(finish.0, Combine::Store, "a fused step stores");
+                self.enqueue_fused(term, finish.1, input, output)
+            }
+            Step::Axis(pass) => self.enqueue_pass::<R>(shape, pass, finish, input, output),
+        }
+    }
+
     /// Enqueues `filter` over the array of `shape` from `source` into `target` (flat buffers of
-    /// `R`, as bytes): each term's passes through two device temporaries, its last pass
-    /// combined into `target`.
+    /// `R`, as bytes): each term's steps (its fused passes, where they fuse, then its axis
+    /// passes) through two device temporaries, its last step combined into `target`.
     pub(crate) fn enqueue_filter<R: Real>(
         &self,
         shape: &[usize],
@@ -213,22 +246,41 @@ impl Session<'_> {
             .iter()
             .map(|term| fused_term::<R>(shape, term))
             .collect();
-        let longest = filter.terms.iter().map(Vec::len).max().unwrap_or(0);
-        let pair = matches!(fused.as_slice(), [Some(_), Some(_)]);
-        let count = if pair {
+        // The fused kernel only stores: a term wholly fused whose result is combined into the
+        // target runs as axis passes (unless the pair below takes it).
+        let steps: Vec<Vec<Step<'_>>> = (filter.terms.iter().zip(&fused).enumerate())
+            .map(|(index, (term, fused))| match fused {
+                Some(fused)
+                    if !fused.rest.is_empty() || term_finish(filter, index).0 == Combine::Store =>
+                {
+                    std::iter::once(Step::Fused(fused))
+                        .chain(fused.rest.iter().map(|pass| Step::Axis(pass)))
+                        .collect()
+                }
+                _ => term.iter().map(Step::Axis).collect(),
+            })
+            .collect();
+        let pair = match fused.as_slice() {
+            [Some(first), Some(second)] => {
+                (first.rest.is_empty() && second.rest.is_empty()).then_some([first, second])
+            }
+            _ => None,
+        };
+        let longest = steps.iter().map(Vec::len).max().unwrap_or(0);
+        let count = if pair.is_some() {
             2
         } else {
             longest.saturating_sub(1).min(2)
         };
         let mut temporaries: Vec<CudaSlice<u8>> = (0..count)
-            // SAFETY: each temporary is written by a pass, in stream order, before any read.
+            // SAFETY: each temporary is written by a step, in stream order, before any read.
             .map(|_| unsafe { stream.alloc::<u8>(bytes) })
             .collect::<std::result::Result<_, _>>()
             .map_err(|error| memory_error(stream.context(), error, bytes, "temporary"))?;
-        if let [Some(first), Some(second)] = fused.as_slice()
+        if let Some(terms) = pair
             && let [a, b] = temporaries.as_mut_slice()
         {
-            return self.enqueue_fused_pair(filter, [first, second], [a, b], source, target);
+            return self.enqueue_fused_pair(filter, terms, [a, b], source, target);
         }
         if filter.combine == Terms::Magnitude {
             let len = target.len();
@@ -238,26 +290,22 @@ impl Session<'_> {
             unsafe { cudarc::driver::result::memset_d8_async(pointer, 0, len, stream.cu_stream()) }
                 .context(|| "zeroing a gradient magnitude's sum".into())?;
         }
-        for (index, term) in filter.terms.iter().enumerate() {
+        for (index, term) in steps.iter().enumerate() {
             let finish = term_finish(filter, index);
-            if let (Combine::Store, Some(fused)) = (finish.0, &fused[index]) {
-                self.enqueue_fused(fused, finish.1, source, target)?;
-                continue;
-            }
-            for (i, pass) in term.iter().enumerate() {
+            let store = (Combine::Store, UNCLAMPED);
+            for (i, step) in term.iter().enumerate() {
                 let last = i + 1 == term.len();
-                let step = (Combine::Store, UNCLAMPED);
-                // Pass `i` reads the source (`i = 0`) or temporary `(i - 1) % 2`, and writes
-                // the target (the term's last pass) or temporary `i % 2`.
+                // Step `i` reads the source (`i = 0`) or temporary `(i - 1) % 2`, and writes
+                // the target (the term's last step) or temporary `i % 2`.
                 match (i, last) {
-                    (0, true) => self.enqueue_pass::<R>(shape, pass, finish, source, target)?,
+                    (0, true) => self.enqueue_step::<R>(shape, step, finish, source, target)?,
                     (0, false) => {
                         let mut output = temporaries[0].as_view_mut();
-                        self.enqueue_pass::<R>(shape, pass, step, source, &mut output)?;
+                        self.enqueue_step::<R>(shape, step, store, source, &mut output)?;
                     }
                     (_, true) => {
                         let input = temporaries[(i - 1) % 2].as_view();
-                        self.enqueue_pass::<R>(shape, pass, finish, &input, target)?;
+                        self.enqueue_step::<R>(shape, step, finish, &input, target)?;
                     }
                     (_, false) => {
                         let (first, second) = temporaries.split_at_mut(1);
@@ -267,7 +315,8 @@ impl Session<'_> {
                             (&second[0], &mut first[0])
                         };
                         let mut output = write.as_view_mut();
-                        self.enqueue_pass::<R>(shape, pass, step, &read.as_view(), &mut output)?;
+                        let input = read.as_view();
+                        self.enqueue_step::<R>(shape, step, store, &input, &mut output)?;
                     }
                 }
             }

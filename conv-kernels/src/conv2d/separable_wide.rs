@@ -30,6 +30,8 @@
 //! `out_tile_h + M - 1` a multiple of 32. A grid of `Z` planes (`gridDim.z`) filters a batch
 //! of `Z` images, one after the other in both buffers, each on its own.
 //!
+//! [`separable_wide_row`] is the row pass alone (a 1D correlation along the rows of an image,
+//! or along the last axis of an N-D array), a column pass of one tap storing its rows.
 //! [`separable_wide_column`] is the column pass alone, a mask `M` rows tall and one column
 //! wide: a 1D correlation along the first axis of an image, or along any axis but the last of
 //! an N-D array seen as a batch of images. Each step's input rows go straight into the ring
@@ -50,40 +52,71 @@ const SEGMENT: usize = 16;
 /// The wide fused separable design for an `M x M` rank-1 mask over `C` channels.
 ///
 /// # Safety
-/// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the row
-/// factor then the column factor; `p.mask_h = p.mask_w = M`, `p.channels = C`; a
-/// `(256, 1)` block with `SeparableWideLayout::new(M, C).words * 4` bytes of shared memory;
-/// `p.pitch` a multiple of 4 and the output buffer 16-byte aligned; both buffers hold
-/// `gridDim.z` such images.
+/// As [`separable_wide_rectangular`] for `M x M`.
 #[inline(always)]
 unsafe fn separable_wide<const M: usize, const C: usize>(
     input: *const f32,
     output: *mut f32,
     p: &Conv2dParams,
 ) {
-    const { assert!(M >= 1 && M <= 31 && C >= 1 && C <= 4) };
-    let layout = SeparableWideLayout::new(M as u64, C as u64);
+    // SAFETY: forwarded contract.
+    unsafe { separable_wide_rectangular::<M, M, C>(input, output, p) }
+}
+
+/// The row pass alone of the wide separable design: the correlation with the `1 x M` mask
+/// whose taps are in MASK, followed by the tap 1 there (a column pass of one tap, which
+/// stores the ring's rows through coalesced 16-byte stores).
+///
+/// # Safety
+/// As [`separable_wide_rectangular`] for `1 x M`.
+#[inline(always)]
+unsafe fn separable_wide_row<const M: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    // SAFETY: forwarded contract.
+    unsafe { separable_wide_rectangular::<1, M, C>(input, output, p) }
+}
+
+/// The wide fused separable design for a rank-1 mask `H` rows tall and `W` columns wide over
+/// `C` channels.
+///
+/// # Safety
+/// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the row
+/// factor (`W` taps) then the column factor (`H`); `p.mask_h = H`, `p.mask_w = W`, `p.channels
+/// = C`; a `(256, 1)` block with `SeparableWideLayout::rectangular((H, W), C).words * 4` bytes
+/// of shared memory; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned; both
+/// buffers hold `gridDim.z` such images.
+#[inline(always)]
+unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: usize>(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) {
+    const { assert!(H >= 1 && H <= 31 && W >= 1 && W <= 31 && C >= 1 && C <= 4) };
+    let layout = SeparableWideLayout::rectangular((H as u64, W as u64), C as u64);
     // SAFETY: the grid's planes are images of the buffers (caller).
     let (input, output) = unsafe { plane_of(input, output, p) };
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
-        unsafe { Strip::begin::<M, C, f32>(input, p, layout.ring_rows, layout.column_table) };
+        unsafe { Strip::begin::<W, C, f32>(input, p, layout.ring_rows, layout.column_table) };
     let ring = CHUNK * layout.staged_row_words;
-    let column_taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
-    // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (M - 1)` (the first
-    // its column pass reads): filtered row `h` sits in slot `(h + M - 1) mod ring_rows`, so
+    let column_taps: [f32; H] = core::array::from_fn(|i| ConstantMask.tap((W + i) as u64));
+    // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (H - 1)` (the first
+    // its column pass reads): filtered row `h` sits in slot `(h + H - 1) mod ring_rows`, so
     // that every column pass starts at a multiple of 8 (see `Strip::pass`).
-    let mut step_slot = (M as u64 - 1) % layout.ring_rows;
+    let mut step_slot = (H as u64 - 1) % layout.ring_rows;
     let mut column_slot = 0;
-    for step in 0..strip.steps::<M>() {
+    for step in 0..strip.steps::<H>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
         unsafe {
-            strip.stage::<M, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
+            strip.stage::<W, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
         };
         // SAFETY: `input` is the image `p` describes.
-        unsafe { strip.prefetch::<M, C, f32>((input, p), step + 1) };
+        unsafe { strip.prefetch::<W, C, f32>((input, p), step + 1) };
         sync_threads();
-        row_pass::<M, C>(
+        row_pass::<W, C>(
             strip,
             ring,
             step_slot,
@@ -91,7 +124,7 @@ unsafe fn separable_wide<const M: usize, const C: usize>(
         );
         sync_threads();
         // SAFETY: forwarded contract of `output`.
-        unsafe { column_pass::<M>(strip, (step, column_slot), ring, &column_taps, (output, p)) };
+        unsafe { column_pass::<H>(strip, (step, column_slot), ring, &column_taps, (output, p)) };
         step_slot = strip.advance(step_slot, CHUNK);
         column_slot = strip.advance(column_slot, CHUNK);
     }
@@ -224,6 +257,12 @@ pub(crate) fn row_pass<const M: usize, const C: usize>(
 specialised_entry_points!(
     separable_wide_column, conv2d_separable_wide_column_m,
     "Wide separable column pass, mask height and channels:", one channel:
+    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
+
+specialised_entry_points!(
+    separable_wide_row, conv2d_separable_wide_row_m,
+    "Wide separable row pass, mask width and channels:", one channel:
     3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );
 
