@@ -209,7 +209,13 @@ fn fused_filters_of_images_and_volumes_match_the_reference() {
         BoundaryMode::Mirror,
         BoundaryMode::Wrap,
     ];
-    for shape in [&[70, 96][..], &[9, 20], &[45, 30], &[5, 21, 36], &[2, 3, 9, 20]] {
+    for shape in [
+        &[70, 96][..],
+        &[9, 20],
+        &[45, 30],
+        &[5, 21, 36],
+        &[2, 3, 9, 20],
+    ] {
         let input: ArrayD<f32> = random_array(&mut rng, IxDyn(shape));
         for mode in modes {
             let options = NdOptions {

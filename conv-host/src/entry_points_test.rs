@@ -39,7 +39,6 @@ const KERNEL_NAMES: &[&str] = &[
     "convert_f32_f16",
     "convert_bf16_f32",
     "convert_f32_bf16",
-    "combine_terms",
     "axis_staged",
     "axis_staged_f64",
     "axis_direct",
@@ -81,6 +80,7 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
     let ring = crate::axis::RING_ENTRY_POINTS
         .iter()
         .chain(&crate::conv2d::ROW_ENTRY_POINTS)
+        .chain(&crate::conv2d::PAIR_ENTRY_POINTS)
         .chain(&crate::conv2d::COLUMN_ENTRY_POINTS)
         .map(|&(_, name)| name);
     // The streaming kernels of the memory-bound masks on narrow images.

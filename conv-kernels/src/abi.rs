@@ -492,9 +492,9 @@ pub const COMBINE_ADD_SQUARE: u32 = 2;
 /// `out = sqrt(out + v * v)` (a gradient magnitude's last term).
 pub const COMBINE_ADD_SQUARE_ROOT: u32 = 3;
 
-/// `combine_terms` adds its two terms.
+/// A wide separable pair kernel adds its two terms.
 pub const TERMS_SUM: u32 = 0;
-/// `combine_terms` takes the square root of the sum of its terms' squares.
+/// A wide separable pair kernel takes the square root of the sum of its terms' squares.
 pub const TERMS_MAGNITUDE: u32 = 1;
 
 /// Scalar parameters of the axis kernels, passed by value.
@@ -652,4 +652,47 @@ pub const fn conv3d_row_elements(mask_w: u64, channels: u64) -> u64 {
 /// slices of the tile and its halo.
 pub const fn conv3d_shared_elements(rows: u64, mask_h: u64, mask_w: u64, channels: u64) -> u64 {
     2 * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * conv3d_row_elements(mask_w, channels)
+}
+
+/// Shared memory of a wide separable pair block (two rank-1 terms of one mask size, one
+/// channel), in `f32` words: the step's staged input rows, a ring of
+/// row-filtered rows per term, one after the other, and the table of folded staged columns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SeparableWidePairLayout {
+    /// Words per staged input row (as [`SeparableWideLayout`]'s).
+    pub staged_row_words: u64,
+    /// First word of the first term's ring; the second's follows it.
+    pub ring: u64,
+    /// Rows of each ring: a step's rows and the `mask - 1` before them, rounded up to 8.
+    pub ring_rows: u64,
+    /// First word of the column table, after the rings.
+    pub column_table: u64,
+    /// Total words.
+    pub words: u64,
+}
+
+/// Square mask sizes with a wide separable pair kernel (`conv2d_separable_wide_pair_m{size}`).
+pub const PAIR_MASKS: [u32; 8] = [3, 5, 7, 9, 11, 13, 15, 17];
+
+impl SeparableWidePairLayout {
+    /// The layout for a square mask `mask` taps a side.
+    pub const fn new(mask: u64) -> Self {
+        let staged_row_words = strip_row_words(mask, 1);
+        let ring = SEPARABLE_WIDE_CHUNK_ROWS as u64 * staged_row_words;
+        let ring_rows = strip_ring_rows(mask);
+        let column_table = ring + 2 * ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
+        Self {
+            staged_row_words,
+            ring,
+            ring_rows,
+            column_table,
+            words: column_table + strip_staged_width(mask, 1).next_multiple_of(4),
+        }
+    }
+}
+
+/// Where a wide separable pair kernel reads how it combines its two terms: MASK's tap after
+/// the four factors (`4 M`), [`TERMS_SUM`] or [`TERMS_MAGNITUDE`] as an `f32`.
+pub const fn pair_combine_tap(mask: u64) -> u64 {
+    4 * mask
 }

@@ -23,8 +23,12 @@
 //!   (ghost cells folded there; none in tiles inside the array), computes from there, and
 //!   writes its outputs back through shared memory so that every store is a contiguous row.
 //!   Along the last axis (`inner = 1`) a tile is one line of 2,048 positions, so shorter lines
-//!   leave threads idle; the host runs the last-axis passes that store their result on the 2D
-//!   wide register-tiled kernel instead, where one is compiled for the mask length.
+//!   leave threads idle.
+//!
+//! The host runs the passes that store their result on the wide separable design's single
+//! passes instead where one is compiled for the mask length (odd, 3 to 31) and the lines fit
+//! its 16-byte rows: the last axis as rows of an image, any other whose lines lie 256 or more
+//! abreast as columns of `outer` images (`conv2d::separable_wide`).
 //! - [`direct`]: for masks whose halo does not fit in shared memory, each thread reads its
 //!   window from global memory (L1 and L2 serve the overlap).
 //!

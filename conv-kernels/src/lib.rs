@@ -113,7 +113,6 @@ pub mod conv3d;
 pub mod convert;
 pub mod element;
 pub mod gpu;
-pub mod terms;
 
 /// A kernel that panics has a bug; trap so the host sees a launch failure instead of a wrong result.
 #[panic_handler]

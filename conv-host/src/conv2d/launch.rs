@@ -30,6 +30,16 @@ pub(super) struct ImageShape {
 }
 
 impl ImageShape {
+    /// An image of `height` rows of `width` elements of one channel, without padding.
+    fn unpadded(height: usize, width: usize) -> Self {
+        Self {
+            height,
+            width,
+            channels: 1,
+            pitch: width,
+        }
+    }
+
     /// The device layout of an image of `(height, width, channels)` and shape type `D`: rows
     /// `D::pitch` elements apart.
     pub(super) fn of<D: DeviceDim>((height, width, channels): (usize, usize, usize)) -> Self {
@@ -276,12 +286,7 @@ impl Session<'_> {
             top: 0,
             left,
         };
-        let shape = ImageShape {
-            height: rows,
-            width: len,
-            channels: 1,
-            pitch: len,
-        };
+        let shape = ImageShape::unpadded(rows, len);
         let plan = register_tiled::plan(self.device(), (1, taps.len()), 1, None)?;
         self.enqueue_planned(&plan, (1, shape), &mask, (mode, clamp), input, output)
     }
@@ -355,13 +360,54 @@ impl Session<'_> {
             top,
             left,
         };
-        let shape = ImageShape {
-            height,
-            width,
-            channels: 1,
-            pitch: width,
-        };
+        let shape = ImageShape::unpadded(height, width);
         let plan = separable::plan(self.device(), (side, side), 1, None)?;
+        self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
+    }
+
+    /// Enqueues on the engine's stream two rank-1 terms of each of the `images` of `height x
+    /// width` (`f32`, rows without padding, one image after the other), `column x row` for
+    /// each of `terms` (square, as many taps in all four factors, `top` and `left` of them
+    /// before the output position), combined by `combination` (`TERMS_SUM` or
+    /// `TERMS_MAGNITUDE`): the wide separable pair kernel, one grid plane per image, from
+    /// `input` into `output`. The 2D Laplacians and gradient magnitudes of Gaussians take it.
+    /// Returns `false`, enqueuing nothing, where no pair kernel is compiled for the taps,
+    /// `width` is not a multiple of 4 or the images exceed a grid's planes.
+    ///
+    /// # Errors
+    /// As [`Session::enqueue_planned`].
+    pub(crate) fn enqueue_separable_pair(
+        &self,
+        [images, height, width]: [usize; 3],
+        (terms, (top, left)): ([[&[f32]; 2]; 2], (usize, usize)),
+        (combination, mode, clamp): (u32, BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let side = terms[0][0].len();
+        let square = terms.iter().flatten().all(|factor| factor.len() == side);
+        if !square || images > MAX_GRID_PLANES {
+            return Ok(false);
+        }
+        let Some(plan) = separable::pair_plan(self.device(), side).transpose()? else {
+            return Ok(false);
+        };
+        // The kernel reads both row factors, both column factors, then the combination.
+        let [[column_a, row_a], [column_b, row_b]] = terms;
+        let values = [row_a, row_b, column_a, column_b]
+            .into_iter()
+            .flatten()
+            .copied()
+            .chain([combination as f32])
+            .collect();
+        let mask = Mask2d {
+            values,
+            rows: side,
+            cols: side,
+            top,
+            left,
+        };
+        let shape = ImageShape::unpadded(height, width);
         self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
     }
 
@@ -413,20 +459,15 @@ impl Session<'_> {
                 left: 0,
             },
         };
-        let shape = ImageShape {
-            height,
-            width,
-            channels: 1,
-            pitch: width,
-        };
+        let shape = ImageShape::unpadded(height, width);
         self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
     }
 
     /// `plan`'s kernel (a thread-staged one, reading its mask from MASK) for `mask` over
     /// `planes` images of `shape` (`f32`; more than one only for the streaming and wide
     /// separable kernels), one grid plane per image: the launches of
-    /// [`Session::enqueue_rows`], [`Session::enqueue_planes`], [`Session::enqueue_separable`]
-    /// and [`Session::enqueue_single_pass`]. Returns `false`, enqueuing nothing, where the rows'
+    /// [`Session::enqueue_rows`], [`Session::enqueue_planes`], [`Session::enqueue_separable`],
+    /// [`Session::enqueue_separable_pair`] and [`Session::enqueue_single_pass`]. Returns `false`, enqueuing nothing, where the rows'
     /// pitch is not a multiple of 4 (the kernels' 16-byte stores).
     ///
     /// # Errors

@@ -205,7 +205,7 @@ pub(super) fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::STREAM_SHORT_STEP_MASKS;
+    use crate::abi::{SEPARABLE_MASKS, STREAM_SHORT_STEP_MASKS};
     use crate::conv2d::{REGISTER_TILED_TMA_ENTRY_POINTS, SEPARABLE_ENTRY_POINTS};
 
     /// must list exactly the kernels `conv-kernels` declares for the abi's sizes, by its names.
@@ -240,11 +240,24 @@ mod tests {
             listed(SEPARABLE_ENTRY_POINTS),
             expected(&crate::abi::SEPARABLE_MASKS, "separable_wide_m")
         );
-        for (table, prefix) in [
-            (crate::conv2d::ROW_ENTRY_POINTS, "row"),
-            (crate::conv2d::COLUMN_ENTRY_POINTS, "column"),
+        for (table, sizes, prefix) in [
+            (
+                &crate::conv2d::ROW_ENTRY_POINTS[..],
+                &SEPARABLE_MASKS[..],
+                "row",
+            ),
+            (
+                &crate::conv2d::COLUMN_ENTRY_POINTS,
+                &SEPARABLE_MASKS,
+                "column",
+            ),
+            (
+                &crate::conv2d::PAIR_ENTRY_POINTS,
+                &crate::abi::PAIR_MASKS,
+                "pair",
+            ),
         ] {
-            let expected: Vec<(u32, String)> = crate::abi::SEPARABLE_MASKS
+            let expected: Vec<(u32, String)> = sizes
                 .iter()
                 .map(|&m| (m, format!("conv2d_separable_wide_{prefix}_m{m}")))
                 .collect();

@@ -4,7 +4,7 @@ use super::Mask2d;
 use super::register_tiled::square_entry_point;
 use crate::abi::{
     MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableLayout,
-    SeparableWideColumnLayout, SeparableWideLayout, separable_strip,
+    SeparableWideColumnLayout, SeparableWideLayout, SeparableWidePairLayout, separable_strip,
 };
 use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
@@ -108,13 +108,20 @@ pub(crate) fn has_wide_kernel(mask: (usize, usize), channels: usize) -> bool {
     square_entry_point(SEPARABLE_ENTRY_POINTS, mask, channels).is_some()
 }
 
-/// Whether `plan` runs a wide separable kernel (both passes, or one alone).
+/// Whether `plan` runs a wide separable kernel (both passes, one alone, or a pair of terms).
 pub(crate) fn is_wide(plan: &LaunchPlan) -> bool {
     SEPARABLE_ENTRY_POINTS
         .iter()
         .map(|&(_, _, name)| name)
-        .chain(ROW_ENTRY_POINTS.iter().map(|&(_, name)| name))
-        .chain(COLUMN_ENTRY_POINTS.iter().map(|&(_, name)| name))
+        .chain(
+            [
+                &ROW_ENTRY_POINTS[..],
+                &COLUMN_ENTRY_POINTS,
+                &PAIR_ENTRY_POINTS,
+            ]
+            .iter()
+            .flat_map(|table| table.iter().map(|&(_, name)| name)),
+        )
         .any(|name| name == plan.entry_point)
 }
 
@@ -141,6 +148,24 @@ pub(crate) fn single_pass_plan(
             SeparableWideColumnLayout::new(taps as u64).words,
         ),
     };
+    one_channel_plan(device, table, taps, words)
+}
+
+/// Plans the wide separable pair kernel for two terms of square masks `taps` a side over one
+/// channel, `None` where none is compiled for that size.
+pub(crate) fn pair_plan(device: &DeviceInfo, taps: usize) -> Option<Result<LaunchPlan>> {
+    let words = SeparableWidePairLayout::new(taps as u64).words;
+    one_channel_plan(device, &PAIR_ENTRY_POINTS, taps, words)
+}
+
+/// The plan of the entry point of `table` for `taps`, a block of `words` words of shared
+/// memory.
+fn one_channel_plan(
+    device: &DeviceInfo,
+    table: &[(usize, &'static str)],
+    taps: usize,
+    words: u64,
+) -> Option<Result<LaunchPlan>> {
     let &(_, entry_point) = table.iter().find(|&&(m, _)| m == taps)?;
     let block = (SEPARABLE_THREADS, 1);
     Some(
@@ -198,6 +223,12 @@ pub(crate) fn plan(
 /// them for `SEPARABLE_MASKS`.
 pub(crate) const ROW_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
     "conv2d_separable_wide_row_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+);
+
+/// The wide separable pair entry points: `(mask size, name)`, as `conv-kernels` declares them
+/// for `PAIR_MASKS`.
+pub(crate) const PAIR_ENTRY_POINTS: [(usize, &str); 8] = entry_point_table!(
+    "conv2d_separable_wide_pair_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17
 );
 
 /// The wide separable column-pass entry points: `(mask height, name)`, as `conv-kernels`
@@ -378,6 +409,31 @@ mod tests {
             tight > 0,
             "no case reads past the staged rows: the test checks nothing"
         );
+    }
+
+    /// The single passes' and pair kernels' regions do not overlap, and every kernel
+    /// compiled fits the shared memory of one block on an sm_90 SM (227 KiB).
+    #[test]
+    fn single_pass_and_pair_layouts_fit() {
+        use crate::abi::{PAIR_MASKS, SEPARABLE_WIDE_RING_ROW_WORDS, strip_row_words};
+        let most = 227 * 1024 / 4;
+        for &mask in &SEPARABLE_MASKS {
+            let mask = u64::from(mask);
+            let column = SeparableWideColumnLayout::new(mask);
+            assert!(column.ring_rows >= u64::from(SEPARABLE_WIDE_CHUNK_ROWS) + mask - 1);
+            assert!(column.words <= most);
+            let row = SeparableWideLayout::rectangular((1, mask), 1);
+            assert_eq!(row.staged_row_words, strip_row_words(mask, 1));
+            assert!(row.words <= most);
+        }
+        for &mask in &PAIR_MASKS {
+            let pair = SeparableWidePairLayout::new(u64::from(mask));
+            let staged = u64::from(SEPARABLE_WIDE_CHUNK_ROWS) * pair.staged_row_words;
+            assert!(pair.ring >= staged);
+            let rings = 2 * pair.ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
+            assert!(pair.column_table >= pair.ring + rings);
+            assert!(pair.words <= most, "{mask}: {} words", pair.words);
+        }
     }
 
     #[test]

@@ -14,7 +14,7 @@ use crate::options::BoundaryMode;
 use crate::session::Session;
 use crate::staging::memory_error;
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
 use ndarray::{ArrayBase, ArrayView1, ArrayViewMut, ArrayViewMut1, Data, Dimension, Ix1};
 
 /// The clamp bounds that leave a value alone (passes before a filter's last).
@@ -166,48 +166,34 @@ impl Session<'_> {
         Ok(())
     }
 
-    /// Enqueues a filter of two fused terms: each into a temporary, then `combine_terms`
-    /// sums them or takes the root of their squares into `target`, clamped.
+    /// Enqueues a 2D filter of two fused terms as one wide separable pair kernel, summed or
+    /// taken as a root of squares into `target`, clamped; returns `false`, enqueuing nothing,
+    /// where the terms differ in mode or anchor or no pair kernel takes them.
     fn enqueue_fused_pair(
         &self,
         filter: &Filter,
-        terms: [&FusedTerm<'_>; 2],
-        temporaries: [&mut CudaSlice<u8>; 2],
+        [a, b]: [&FusedTerm<'_>; 2],
         source: &CudaView<'_, u8>,
         target: &mut CudaViewMut<'_, u8>,
-    ) -> Result<()> {
-        let [first, second] = temporaries;
-        self.enqueue_fused(terms[0], UNCLAMPED, source, &mut first.as_view_mut())?;
-        self.enqueue_fused(terms[1], UNCLAMPED, source, &mut second.as_view_mut())?;
-        let len = (target.len() / size_of::<f32>()) as u64;
-        let combine = match filter.combine {
+    ) -> Result<bool> {
+        let anchor = (a.column.left, a.row.left);
+        if a.row.mode != b.row.mode || anchor != (b.column.left, b.row.left) {
+            return Ok(false);
+        }
+        let taps = |pass: &Pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>();
+        let factors = [taps(a.column), taps(a.row), taps(b.column), taps(b.row)];
+        let [column_a, row_a, column_b, row_b] = factors.each_ref().map(Vec::as_slice);
+        let combination = match filter.combine {
             Terms::Sum => TERMS_SUM,
             Terms::Magnitude => TERMS_MAGNITUDE,
         };
-        const THREADS: u32 = 256;
-        let config = LaunchConfig {
-            grid_dim: (
-                len.div_ceil(u64::from(THREADS)).clamp(1, 1 << 16) as u32,
-                1,
-                1,
-            ),
-            block_dim: (THREADS, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (lo, hi) = filter.clamp;
-        // SAFETY: the temporaries and `target` hold the array's `len` `f32` each; the target is
-        // a buffer of its own; the temporaries were written before, in the stream's order.
-        unsafe {
-            self.launch_async(self.stream(), "combine_terms", config, |args| {
-                args.arg(&*first);
-                args.arg(&*second);
-                args.arg(&mut *target);
-                args.arg(&len);
-                args.arg(&combine);
-                args.arg(&lo);
-                args.arg(&hi);
-            })
-        }
+        self.enqueue_separable_pair(
+            a.size,
+            ([[column_a, row_a], [column_b, row_b]], anchor),
+            (combination, a.row.mode, filter.clamp),
+            source,
+            target,
+        )
     }
 
     /// Enqueues `step` of a term over the array of `shape` from `input` into `output`,
@@ -247,7 +233,7 @@ impl Session<'_> {
             .map(|term| fused_term::<R>(shape, term))
             .collect();
         // The fused kernel only stores: a term wholly fused whose result is combined into the
-        // target runs as axis passes (unless the pair below takes it).
+        // target runs as axis passes (unless a pair kernel takes the filter).
         let steps: Vec<Vec<Step<'_>>> = (filter.terms.iter().zip(&fused).enumerate())
             .map(|(index, (term, fused))| match fused {
                 Some(fused)
@@ -260,28 +246,20 @@ impl Session<'_> {
                 _ => term.iter().map(Step::Axis).collect(),
             })
             .collect();
-        let pair = match fused.as_slice() {
-            [Some(first), Some(second)] => {
-                (first.rest.is_empty() && second.rest.is_empty()).then_some([first, second])
-            }
-            _ => None,
-        };
+        if let [Some(first), Some(second)] = fused.as_slice()
+            && first.rest.is_empty()
+            && second.rest.is_empty()
+            && self.enqueue_fused_pair(filter, [first, second], source, target)?
+        {
+            return Ok(());
+        }
         let longest = steps.iter().map(Vec::len).max().unwrap_or(0);
-        let count = if pair.is_some() {
-            2
-        } else {
-            longest.saturating_sub(1).min(2)
-        };
+        let count = longest.saturating_sub(1).min(2);
         let mut temporaries: Vec<CudaSlice<u8>> = (0..count)
             // SAFETY: each temporary is written by a step, in stream order, before any read.
             .map(|_| unsafe { stream.alloc::<u8>(bytes) })
             .collect::<std::result::Result<_, _>>()
             .map_err(|error| memory_error(stream.context(), error, bytes, "temporary"))?;
-        if let Some(terms) = pair
-            && let [a, b] = temporaries.as_mut_slice()
-        {
-            return self.enqueue_fused_pair(filter, terms, [a, b], source, target);
-        }
         if filter.combine == Terms::Magnitude {
             let len = target.len();
             let (pointer, _record) = target.device_ptr_mut(stream);

@@ -12,6 +12,7 @@
 //! - [`register_tiled`]: several outputs per thread in registers (wide masks, and the streaming
 //!   kernels for square masks up to 9 x 9);
 //! - [`separable`], [`separable_wide`]: the fused two-pass kernels for rank-1 masks;
+//!   [`separable_wide_pair`]: two rank-1 terms combined (Laplacians, gradient magnitudes);
 //! - `register_tiled_tma` and `separable_tma`: the same designs staged by Hopper's tensor
 //!   copies (only in the `--cfg conv_hopper` build for sm_90);
 //! - [`strip`] and [`wide`]: the building blocks the wide and streaming designs share.
@@ -26,6 +27,7 @@ pub mod separable;
 #[cfg(conv_hopper)]
 pub mod separable_tma;
 pub mod separable_wide;
+pub mod separable_wide_pair;
 pub mod strip;
 pub mod textbook;
 pub mod wide;

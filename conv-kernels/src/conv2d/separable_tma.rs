@@ -78,6 +78,7 @@ unsafe fn separable_tma<const M: usize>(
         }
     };
     stage(0);
+    let row_taps: [f32; M] = core::array::from_fn(|j| ConstantMask.tap(j as u64));
     let column_taps: [f32; M] = core::array::from_fn(|i| ConstantMask.tap((M + i) as u64));
     let mut step_slot = (M as u64 - 1) % layout.ring_rows;
     let mut column_slot = 0;
@@ -88,7 +89,7 @@ unsafe fn separable_tma<const M: usize>(
         sync_threads();
         row_pass::<M, 1>(
             strip,
-            layout.ring,
+            (layout.ring, &row_taps),
             step_slot,
             (skip, |row, x0| {
                 if x0 < TMA_SECOND_REGION {

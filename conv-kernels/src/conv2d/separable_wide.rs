@@ -102,6 +102,7 @@ unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: us
     let (strip, image) =
         unsafe { Strip::begin::<W, C, f32>(input, p, layout.ring_rows, layout.column_table) };
     let ring = CHUNK * layout.staged_row_words;
+    let row_taps: [f32; W] = core::array::from_fn(|j| ConstantMask.tap(j as u64));
     let column_taps: [f32; H] = core::array::from_fn(|i| ConstantMask.tap((W + i) as u64));
     // Ring slots of filtered rows `32 s` (the step's first) and `32 s - (H - 1)` (the first
     // its column pass reads): filtered row `h` sits in slot `(h + H - 1) mod ring_rows`, so
@@ -118,7 +119,7 @@ unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: us
         sync_threads();
         row_pass::<W, C>(
             strip,
-            ring,
+            (ring, &row_taps),
             step_slot,
             (0, |row, x0| row * layout.staged_row_words + x0),
         );
@@ -185,7 +186,7 @@ unsafe fn separable_wide_column<const M: usize, const C: usize>(
 /// # Safety
 /// Both buffers hold `gridDim.z` images of `p.height` rows `p.pitch` elements apart.
 #[inline(always)]
-unsafe fn plane_of(input: *const f32, output: *mut f32, p: &Conv2dParams) -> (*const f32, *mut f32) {
+pub(crate) unsafe fn plane_of(input: *const f32, output: *mut f32, p: &Conv2dParams) -> (*const f32, *mut f32) {
     let plane = (block_idx_z() * u64::from(p.height) * p.pitch) as usize;
     // SAFETY: image `blockIdx.z` of the buffers (caller).
     unsafe { (input.add(plane), output.add(plane)) }
@@ -210,17 +211,27 @@ pub(crate) unsafe fn column_pass<const M: usize>(
             (step, column_slot),
             (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
             (output, p),
-            |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| {
-                for (k, row_sums) in sums.iter_mut().enumerate() {
-                    if i >= k && i - k < M {
-                        for (sum, &value) in row_sums.iter_mut().zip(&quad) {
-                            *sum = fma(column_taps[i - k], value, *sum);
-                        }
-                    }
-                }
-            },
+            |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| add_column_taps(sums, i, quad, column_taps),
         )
     };
+}
+
+/// Adds ring row `i` of a column pass, `quad`, into the sums of the output rows it feeds: row
+/// `k` takes it with tap `i - k`.
+#[inline(always)]
+pub(crate) fn add_column_taps<const M: usize, const R: usize>(
+    sums: &mut PassSums<R>,
+    i: usize,
+    quad: [f32; 4],
+    column_taps: &[f32; M],
+) {
+    for (k, row_sums) in sums.iter_mut().enumerate() {
+        if i >= k && i - k < M {
+            for (sum, &value) in row_sums.iter_mut().zip(&quad) {
+                *sum = fma(column_taps[i - k], value, *sum);
+            }
+        }
+    }
 }
 
 /// Filters the step's 32 staged rows along the row into the ring: each thread two segments of
@@ -229,18 +240,17 @@ pub(crate) unsafe fn column_pass<const M: usize>(
 #[inline(always)]
 pub(crate) fn row_pass<const M: usize, const C: usize>(
     strip: Strip,
-    ring: u64,
+    (ring, taps): (u64, &[f32; M]),
     step_slot: u64,
     (skip, staged_word): (usize, impl Fn(u64, u64) -> u64),
 ) {
     let row = strip.lane % 8 + 8 * (strip.warp % 4);
-    let taps: [f32; M] = core::array::from_fn(|j| ConstantMask.tap(j as u64));
     let ring_row = ring + strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
     for half in 0..2 {
         let x0 = SEGMENT as u64 * (strip.lane / 8 + 4 * (strip.warp / 4) + 8 * half);
         let staged = staged_word(row, x0);
         let mut acc = [0.0f32; SEGMENT];
-        accumulate_window_after::<SEGMENT, M, C>(&mut acc, &taps, skip, |q| {
+        accumulate_window_after::<SEGMENT, M, C>(&mut acc, taps, skip, |q| {
             // SAFETY: row `row < 32`; `x0 + 4q + 4 <= staged_row_words` (the window's quads
             // lie within the strip and halo rounded up to quads), stored before the barrier
             // or beyond the staged width, whose values feed nothing.

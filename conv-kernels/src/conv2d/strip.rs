@@ -294,6 +294,42 @@ impl<const K: u64> Strip<K> {
         (output, p): (*mut S, &Conv2dParams),
         apply: impl Fn(&mut PassSums<R>, usize, &[[f32; 4]; Q]),
     ) {
+        // SAFETY: forwarded contract; the quads of a row are consecutive.
+        unsafe {
+            self.pass_combining::<M, Q, R, S, PassSums<R>>(
+                (step, pass_slot),
+                (ring, row_words, (quads, 4)),
+                (output, p),
+                ([[0.0; 4]; R], apply, |sums| *sums),
+            )
+        }
+    }
+
+    /// [`Strip::pass`] with sums of any type `A`, from `zero`, and the stored rows
+    /// `finish(sums)`; quad `q` of a row at word `4c + q * quad_words` (the pair kernels' second
+    /// ring lies `quad_words` after the first).
+    ///
+    /// # Safety
+    /// As [`Strip::pass`], with words `4c + (quads - 1) * quad_words + 4 <= row_words`, or
+    /// within the later rings where `quad_words` reaches them.
+    #[inline(always)]
+    pub unsafe fn pass_combining<
+        const M: usize,
+        const Q: usize,
+        const R: usize,
+        S: Element<Real = f32>,
+        A: Copy,
+    >(
+        self,
+        (step, pass_slot): (u64, u64),
+        (ring, row_words, (quads, quad_words)): (u64, u64, (usize, u64)),
+        (output, p): (*mut S, &Conv2dParams),
+        (zero, apply, finish): (
+            A,
+            impl Fn(&mut A, usize, &[[f32; 4]; Q]),
+            impl Fn(&A) -> PassSums<R>,
+        ),
+    ) {
         let rows = Self::THREAD_ROWS;
         const { assert!(R > 0 && Self::THREAD_ROWS % R == 0) };
         let c = self.lane + 32 * (self.warp % 2);
@@ -321,7 +357,7 @@ impl<const K: u64> Strip<K> {
             let row_bytes = row_words as u32 * 4;
             let first = SharedTile::address32(ring + slot * row_words + 4 * c);
             let wrapped = first.wrapping_sub(self.ring_rows as u32 * row_bytes);
-            let mut sums = [[0.0f32; 4]; R];
+            let mut sums = zero;
             for i in 0..R + M - 1 {
                 // The group's first row, hidden from the optimiser so that its rows' reads
                 // take it plus an immediate offset (folded into the select, every row's
@@ -335,16 +371,17 @@ impl<const K: u64> Strip<K> {
                 let row = base.wrapping_add((i % group) as u32 * row_bytes);
                 let window: [[f32; 4]; Q] = core::array::from_fn(|q| {
                     if q < quads {
-                        // SAFETY: a ring row (see above), words `4c .. 4c + 4 quads` within
-                        // it (caller), stored before the barrier (rows before the block's
-                        // first feed only rows it does not store).
-                        unsafe { SharedTile::load4_at(row + 16 * q as u32) }
+                        // SAFETY: a ring row (see above), quad `q` at words `4c + q quad_words`
+                        // within it or a later ring (caller), stored before the barrier (rows
+                        // before the block's first feed only rows it does not store).
+                        unsafe { SharedTile::load4_at(row + 4 * (q as u64 * quad_words) as u32) }
                     } else {
                         [0.0; 4]
                     }
                 });
                 apply(&mut sums, i, &window);
             }
+            let sums = finish(&sums);
             let e = self.e0 + 4 * c;
             let elements = u64::from(p.width) * p.channels as u64;
             with_finish(p, |finish| {
