@@ -186,7 +186,11 @@ unsafe fn separable_wide_column<const M: usize, const C: usize>(
 /// # Safety
 /// Both buffers hold `gridDim.z` images of `p.height` rows `p.pitch` elements apart.
 #[inline(always)]
-pub(crate) unsafe fn plane_of(input: *const f32, output: *mut f32, p: &Conv2dParams) -> (*const f32, *mut f32) {
+pub(crate) unsafe fn plane_of(
+    input: *const f32,
+    output: *mut f32,
+    p: &Conv2dParams,
+) -> (*const f32, *mut f32) {
     let plane = (block_idx_z() * u64::from(p.height) * p.pitch) as usize;
     // SAFETY: image `blockIdx.z` of the buffers (caller).
     unsafe { (input.add(plane), output.add(plane)) }
@@ -211,7 +215,9 @@ pub(crate) unsafe fn column_pass<const M: usize>(
             (step, column_slot),
             (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
             (output, p),
-            |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| add_column_taps(sums, i, quad, column_taps),
+            |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| {
+                add_column_taps(sums, i, quad, column_taps)
+            },
         )
     };
 }
