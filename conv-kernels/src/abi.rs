@@ -671,9 +671,6 @@ pub struct SeparableWidePairLayout {
     pub words: u64,
 }
 
-/// Square mask sizes with a wide separable pair kernel (`conv2d_separable_wide_pair_m{size}`).
-pub const PAIR_MASKS: [u32; 8] = [3, 5, 7, 9, 11, 13, 15, 17];
-
 impl SeparableWidePairLayout {
     /// The layout for a square mask `mask` taps a side.
     pub const fn new(mask: u64) -> Self {

@@ -251,11 +251,7 @@ mod tests {
                 &SEPARABLE_MASKS,
                 "column",
             ),
-            (
-                &crate::conv2d::PAIR_ENTRY_POINTS,
-                &crate::abi::PAIR_MASKS,
-                "pair",
-            ),
+            (&crate::conv2d::PAIR_ENTRY_POINTS, &SEPARABLE_MASKS, "pair"),
         ] {
             let expected: Vec<(u32, String)> = sizes
                 .iter()

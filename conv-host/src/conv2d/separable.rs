@@ -226,9 +226,9 @@ pub(crate) const ROW_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
 );
 
 /// The wide separable pair entry points: `(mask size, name)`, as `conv-kernels` declares them
-/// for `PAIR_MASKS`.
-pub(crate) const PAIR_ENTRY_POINTS: [(usize, &str); 8] = entry_point_table!(
-    "conv2d_separable_wide_pair_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17
+/// for `SEPARABLE_MASKS`.
+pub(crate) const PAIR_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
+    "conv2d_separable_wide_pair_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );
 
 /// The wide separable column-pass entry points: `(mask height, name)`, as `conv-kernels`
@@ -415,7 +415,7 @@ mod tests {
     /// compiled fits the shared memory of one block on an sm_90 SM (227 KiB).
     #[test]
     fn single_pass_and_pair_layouts_fit() {
-        use crate::abi::{PAIR_MASKS, SEPARABLE_WIDE_RING_ROW_WORDS, strip_row_words};
+        use crate::abi::{SEPARABLE_WIDE_RING_ROW_WORDS, strip_row_words};
         let most = 227 * 1024 / 4;
         for &mask in &SEPARABLE_MASKS {
             let mask = u64::from(mask);
@@ -426,7 +426,7 @@ mod tests {
             assert_eq!(row.staged_row_words, strip_row_words(mask, 1));
             assert!(row.words <= most);
         }
-        for &mask in &PAIR_MASKS {
+        for &mask in &SEPARABLE_MASKS {
             let pair = SeparableWidePairLayout::new(u64::from(mask));
             let staged = u64::from(SEPARABLE_WIDE_CHUNK_ROWS) * pair.staged_row_words;
             assert!(pair.ring >= staged);

@@ -9,9 +9,9 @@
 //! rows once, runs the row pass twice (`row_a` into the first ring, `row_b` into the second),
 //! and one column pass reads both rings: each thread's 4 elements x 8 rows hold two sums, one
 //! per term, combined before the store. Both rings and the staged rows take 133 KiB of shared
-//! memory for 17 taps, so one block runs per SM, with up to 255 registers (compiled for 3 to
-//! 17 taps, `PAIR_MASKS`: from 19 on they spill); twice the multiply-adds of one separable
-//! kernel per output, for the same memory traffic.
+//! memory for 17 taps, so one block runs per SM, with up to 255 registers (from 19 taps the
+//! column pass runs in two bands of 4 rows); twice the multiply-adds of one separable kernel
+//! per output, for the same memory traffic.
 
 use crate::abi::{
     Conv2dParams, SEPARABLE_WIDE_RING_ROW_WORDS, SeparableWidePairLayout, TERMS_MAGNITUDE,
@@ -80,34 +80,85 @@ unsafe fn separable_wide_pair<const M: usize, const C: usize>(
         let second_ring = layout.ring + ring_words;
         row_pass::<M, C>(strip, (second_ring, &row_b), step_slot, (0, staged_word));
         sync_threads();
-        // SAFETY: ring rows of 256 + 4 words, the second ring `ring_words` after the first;
-        // `output` as the caller's contract says.
+        let rings = (layout.ring, ring_words);
+        let columns = (&column_a, &column_b);
+        // SAFETY: the rings were row-filtered before the barrier; `output` as the caller's
+        // contract says.
         unsafe {
-            strip.pass_combining::<M, 2, PASS_ROWS, f32, [PassSums<PASS_ROWS>; 2]>(
-                (step, column_slot),
-                (layout.ring, SEPARABLE_WIDE_RING_ROW_WORDS, (2, ring_words)),
-                (output, p),
-                (
-                    [[[0.0; 4]; PASS_ROWS]; 2],
-                    |[first, second], i, &[quad_a, quad_b]| {
-                        add_column_taps(first, i, quad_a, &column_a);
-                        add_column_taps(second, i, quad_b, &column_b);
-                    },
-                    |[first, second]| {
-                        core::array::from_fn(|k| {
-                            core::array::from_fn(|e| combine(first[k][e], second[k][e], magnitude))
-                        })
-                    },
-                ),
-            )
-        };
+            if M <= ONE_BAND_MASKS {
+                column_pass::<M, PASS_ROWS>(
+                    strip,
+                    (step, column_slot),
+                    rings,
+                    columns,
+                    magnitude,
+                    (output, p),
+                );
+            } else {
+                column_pass::<M, BAND_ROWS>(
+                    strip,
+                    (step, column_slot),
+                    rings,
+                    columns,
+                    magnitude,
+                    (output, p),
+                );
+            }
+        }
         step_slot = strip.advance(step_slot, CHUNK);
         column_slot = strip.advance(column_slot, CHUNK);
     }
 }
 
+/// The largest mask whose column pass runs in one band of 8 rows; larger ones run two bands
+/// of [`BAND_ROWS`], where two sets of 8 rows' sums spilled (19 taps and more, at 255
+/// registers).
+const ONE_BAND_MASKS: usize = 17;
+/// Rows of a band of the larger masks' column pass.
+const BAND_ROWS: usize = 4;
+
+/// The column pass of step `step` over both rings (the first at word `ring`, the second
+/// `ring_words` after it), in bands of `R` rows: two sums per output, `column_a` over the
+/// first ring and `column_b` over the second, combined (`magnitude`: root of squares; else
+/// sum) and stored.
+///
+/// # Safety
+/// The rings' rows were row-filtered before the last barrier; `output` is a pitched image as
+/// `p` describes, `p.pitch` a multiple of 4 and the buffer 16-byte aligned.
+#[inline(always)]
+unsafe fn column_pass<const M: usize, const R: usize>(
+    strip: Strip,
+    (step, column_slot): (u64, u64),
+    (ring, ring_words): (u64, u64),
+    (column_a, column_b): (&[f32; M], &[f32; M]),
+    magnitude: bool,
+    (output, p): (*mut f32, &Conv2dParams),
+) {
+    // SAFETY: ring rows of 256 + 4 words, the second ring `ring_words` after the first;
+    // forwarded contract of `output`.
+    unsafe {
+        strip.pass_combining::<M, 2, R, f32, [PassSums<R>; 2]>(
+            (step, column_slot),
+            (ring, SEPARABLE_WIDE_RING_ROW_WORDS, (2, ring_words)),
+            (output, p),
+            (
+                [[[0.0; 4]; R]; 2],
+                |[first, second], i, &[quad_a, quad_b]| {
+                    add_column_taps(first, i, quad_a, column_a);
+                    add_column_taps(second, i, quad_b, column_b);
+                },
+                |[first, second]| {
+                    core::array::from_fn(|k| {
+                        core::array::from_fn(|e| combine(first[k][e], second[k][e], magnitude))
+                    })
+                },
+            ),
+        )
+    };
+}
+
 specialised_entry_points!(
     separable_wide_pair, conv2d_separable_wide_pair_m,
     "Wide separable pair kernel, mask size and channels:", one channel:
-    3, 5, 7, 9, 11, 13, 15, 17
+    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );
