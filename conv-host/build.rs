@@ -8,7 +8,7 @@
 //! GPU architectures: every kernel for `sm_70` with PTX ISA 7.0 (the driver JIT-compiles this
 //! PTX for the GPU it runs on, so one build serves every NVIDIA GPU from Volta on, Hopper
 //! included), and the kernels that need Hopper's tensor copies (`conv2d_separable_tma_*`,
-//! `conv2d_register_tiled_tma_*`)
+//! `conv2d_register_tiled_tma_*`) or the asynchronous copies of sm_80 (`conv3d_tiled_async_*`)
 //! again for `sm_90` with PTX ISA 8.0, from a second build of the crate with `--cfg
 //! conv_hopper`; the engine loads those only on devices of compute capability 9.0 or more.
 
@@ -52,7 +52,7 @@ const BUILDS: [Build; 2] = [
         ptx_file: "hopper_kernels.ptx",
         table_file: "hopper_entry_ranges.rs",
         table: "HOPPER_ENTRY_RANGES",
-        keep: |entry| entry.contains("_tma_"),
+        keep: |entry| entry.contains("_tma_") || entry.contains("_async_"),
     },
 ];
 

@@ -282,7 +282,7 @@ fn the_filter_family_matches_the_reference() {
 /// twin.
 fn volumes<T: Random>(rng: &mut StdRng) {
     let nd = engine().ndimage();
-    let cases: [(&[usize], &[usize]); 14] = [
+    let cases: [(&[usize], &[usize]); 15] = [
         (&[13, 37, 45], &[3, 3, 3]),
         (&[70, 9, 35], &[3, 3, 3]),
         (&[11, 20, 70], &[5, 5, 5]),
@@ -300,6 +300,8 @@ fn volumes<T: Random>(rng: &mut StdRng) {
         // Deeper, taller and wider than the input.
         (&[4, 6, 7], &[9, 9, 17]),
         (&[7, 20, 33, 3], &[3, 3, 3, 1]),
+        // More channels than a thread keeps the places of: the rest staged as they come.
+        (&[6, 11, 9, 5], &[5, 5, 5, 1]),
         (&[17, 12, 30, 4], &[1, 7, 7, 1]),
     ];
     for (shape, mask_shape) in cases {

@@ -110,7 +110,8 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
     }
     // And nothing in the PTX is left unlaunched.
     assert_eq!(names.len(), ENTRY_RANGES.len());
-    // The same for the sm_90 PTX: the tensor-copy kernels.
+    // The same for the sm_90 PTX: the tensor-copy kernels and the 3D ones staged by
+    // asynchronous copies.
     let tensor_copies: Vec<&str> = crate::conv2d::SEPARABLE_TMA_ENTRY_POINTS
         .iter()
         .map(|&(_, name)| name)
@@ -118,6 +119,11 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
             crate::conv2d::REGISTER_TILED_TMA_ENTRY_POINTS
                 .iter()
                 .map(|&(_, _, name)| name),
+        )
+        .chain(
+            crate::conv3d::ASYNC_ENTRY_POINTS
+                .iter()
+                .map(|&(_, name)| name),
         )
         .collect();
     for name in &tensor_copies {

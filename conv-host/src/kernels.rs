@@ -2,7 +2,8 @@
 //!
 //! The build script compiles `conv-kernels` to one PTX file of about 120 entry points (every
 //! specialised size and channel count) for sm_70, and a second one for sm_90 with the kernels
-//! that need Hopper (the tensor-copy separable and streaming kernels). JIT-compiling all of it takes the
+//! that need newer devices (the tensor-copy separable and streaming kernels, and the 3D
+//! kernels staged by asynchronous copies). JIT-compiling all of it takes the
 //! driver seconds (about 10 s on an H200 for the first run after a build), most of it for
 //! kernels a program never launches, so the engine loads each kernel as its own module the
 //! first time it is used: the PTX with every other entry point's definition cut out (the
@@ -77,7 +78,7 @@ mod tests {
     }
 
     #[test]
-    fn the_hopper_ptx_holds_the_tensor_copy_kernels_only() {
+    fn the_hopper_ptx_holds_the_kernels_that_need_sm_90_only() {
         assert!(HOPPER_PTX.contains(".target sm_90"));
         assert!(KERNELS_PTX.contains(".target sm_70"));
         let names: Vec<&str> = HOPPER_ENTRY_RANGES
@@ -85,12 +86,19 @@ mod tests {
             .map(|&(name, _, _)| name)
             .collect();
         let streaming = crate::abi::STREAM_MASKS.len() * crate::abi::REGISTER_CHANNELS.len();
-        assert_eq!(names.len(), crate::abi::SEPARABLE_MASKS.len() + streaming);
+        let asynchronous = crate::conv3d::ASYNC_ENTRY_POINTS.len();
+        assert_eq!(
+            names.len(),
+            crate::abi::SEPARABLE_MASKS.len() + streaming + asynchronous
+        );
         assert!(names.iter().all(|name| {
             name.starts_with("conv2d_separable_tma_m")
                 || name.starts_with("conv2d_register_tiled_tma_m")
+                || name.starts_with("conv3d_tiled_async_m")
         }));
-        assert!(!KERNELS_PTX.contains("cp.async.bulk.tensor"));
+        assert!(!KERNELS_PTX.contains("cp.async"));
+        let text = module_source("conv3d_tiled_async_m3").expect("an entry point");
+        assert!(text.contains("cp.async.ca.shared.global") && text.contains(".target sm_90"));
         for entry in [
             "conv2d_separable_tma_m31_c1",
             "conv2d_register_tiled_tma_m9_c3",

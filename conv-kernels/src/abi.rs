@@ -632,14 +632,17 @@ pub const CONV3D_THREADS: (u32, u32) = (32, 8);
 /// Mask slices a 3D kernel for shapes read at run time takes in one launch.
 pub const CONV3D_RING: usize = 8;
 /// Rows each thread of a 3D kernel computes, for a compiled `depth x side x side` mask
-/// (`side = 0`: shapes read at run time) over elements of `bytes` bytes: 4 for `f32` masks up
-/// to 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), else 1,
-/// where the sums of more rows spilled registers.
-pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64) -> u64 {
-    if side > 0 && depth <= 3 && bytes == 4 {
-        4
-    } else {
-        1
+/// (`side = 0`: shapes read at run time) over elements of `bytes` bytes, staged by
+/// asynchronous copies or through registers. Staged through registers: 4 for `f32` masks up to
+/// 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), else 1, where
+/// the sums of more rows spilled registers. By asynchronous copies, which hold no staged
+/// values in registers: 8 for `f32` masks up to 3 slices deep, 2 for deeper ones (4 spilled).
+pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
+    match (side > 0 && bytes == 4, depth <= 3, asynchronous) {
+        (true, true, true) => 8,
+        (true, true, false) => 4,
+        (true, false, true) => 2,
+        _ => 1,
     }
 }
 
@@ -648,10 +651,21 @@ pub const fn conv3d_row_elements(mask_w: u64, channels: u64) -> u64 {
     CONV3D_THREADS.0 as u64 + (mask_w - 1) * channels
 }
 
-/// Shared-memory elements of a 3D block of threads computing `rows` rows each: two staged
-/// slices of the tile and its halo.
-pub const fn conv3d_shared_elements(rows: u64, mask_h: u64, mask_w: u64, channels: u64) -> u64 {
-    2 * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * conv3d_row_elements(mask_w, channels)
+/// Slices of the tile and its halo that a 3D kernel staged by asynchronous copies holds: the
+/// one its threads read and the next three, in flight.
+pub const CONV3D_ASYNC_SLICES: u64 = 4;
+
+/// Shared-memory elements of a 3D block of threads computing `rows` rows each: `slices`
+/// staged slices of the tile and its halo (2, or `CONV3D_ASYNC_SLICES` for the kernels staged
+/// by asynchronous copies).
+pub const fn conv3d_shared_elements(
+    slices: u64,
+    rows: u64,
+    mask_h: u64,
+    mask_w: u64,
+    channels: u64,
+) -> u64 {
+    slices * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * conv3d_row_elements(mask_w, channels)
 }
 
 /// Shared memory of a wide separable pair block (two rank-1 terms of one mask size, one

@@ -241,13 +241,25 @@ impl<T: Real> Volume<T> {
         Some(y * row_elements + element)
     }
 
+    /// The address of the element at a slice from [`Volume::slice`] and an offset from
+    /// [`Volume::in_slice`], or `None` for a constant ghost cell.
+    #[inline(always)]
+    pub fn address(self, slice: Option<u64>, in_slice: Option<u64>) -> Option<*const T> {
+        // SAFETY: both were folded into the volume: the element lies inside it.
+        Some(unsafe { self.data.add((slice? + in_slice?) as usize) })
+    }
+
     /// The element at a slice from [`Volume::slice`] and an offset from [`Volume::in_slice`].
     #[inline(always)]
     pub fn at(self, slice: Option<u64>, in_slice: Option<u64>) -> T {
-        match (slice, in_slice) {
-            // SAFETY: both were folded into the volume.
-            (Some(slice), Some(offset)) => unsafe { *self.data.add((slice + offset) as usize) },
-            _ => self.cval,
-        }
+        // SAFETY: an element of the volume (`address`).
+        self.address(slice, in_slice)
+            .map_or(self.cval, |element| unsafe { *element })
+    }
+
+    /// The constant of ghost cells outside the volume.
+    #[inline(always)]
+    pub fn cval(self) -> T {
+        self.cval
     }
 }

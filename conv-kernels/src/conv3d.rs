@@ -6,8 +6,10 @@
 //! slices; thread `t` owns element `t % 32` of the `ROWS` consecutive rows from
 //! `ROWS (t / 32)`. The block streams through the `slices + mask_d - 1` input slices its
 //! outputs need, staging each slice's tile and halo (ghost cells folded there; none in tiles
-//! inside the volume) in one of two shared-memory buffers, the next slice's loads in flight in
-//! registers during this one's multiply-adds, one barrier a slice. Each thread reads its
+//! inside the volume) in shared memory, one barrier a slice. Two ways to stage: through
+//! registers, into one of two buffers, the next slice's loads in flight during this one's
+//! multiply-adds; or (`ASYNC`, the sm_90 build) by asynchronous copies (`cp.async`) into one of
+//! `CONV3D_ASYNC_SLICES` = 4 buffers, three slices' copies in flight and no registers held. Each thread reads its
 //! window of a staged slice once and adds every value into all the sums it reaches: a ring
 //! of `mask_d` sums per row, one per output slice in flight (through mask slices `mask_d - 1`
 //! down to 0). After each slice the oldest sum is complete and is stored, and the ring
@@ -15,28 +17,42 @@
 //!
 //! Mask shapes compiled in (`SIDE`, `DEPTH` > 0: 3 x 3 x 3, 5 x 5 x 5 (`f32`), and 1 x 3 x 3 and
 //! 1 x 5 x 5 for batches) unroll every loop, each tap a constant-memory operand of its
-//! multiply-add, `conv3d_rows` rows a thread (4 in `f32` up to 3 slices deep). Other shapes
+//! multiply-add, `conv3d_rows` rows a thread (in `f32` up to 3 slices deep: 4 staged through
+//! registers, 8 by asynchronous copies; 2 at 5 x 5 x 5 by asynchronous copies). Other shapes
 //! read their extents at run time, one row a thread, the taps from global memory, masks up to
 //! `CONV3D_RING` slices deep; the host runs deeper ones as several launches, each adding its
 //! slices' share (`p.accumulate`).
 //!
-//! Latency bounds it: at up to 128 registers two blocks fit an SM, with one slice's loads in
-//! flight; 5 x 5 x 5 issues a uniform load per tap besides its multiply-add (PERFORMANCE.md).
+//! Latency bounds the register staging: at up to 128 registers two blocks fit an SM, with one
+//! slice's loads in flight. The asynchronous copies keep three slices in flight, and
+//! instruction issue bounds them (PERFORMANCE.md: N-D operations).
 
-use crate::abi::{CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_row_elements, conv3d_rows};
+use crate::abi::{
+    CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_row_elements,
+    conv3d_rows,
+};
 use crate::boundary::Volume;
 use crate::element::Real;
 use crate::gpu::{
-    ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, div_rem, sync_threads,
-    thread_idx_x,
+    ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, commit_async_copies,
+    div_rem, element_at, sync_threads, thread_idx_x, wait_async_copies,
 };
 
 const THREADS_X: u64 = CONV3D_THREADS.0 as u64;
 const THREADS_Y: u64 = CONV3D_THREADS.1 as u64;
 const THREADS: u64 = THREADS_X * THREADS_Y;
-/// Staged elements per thread loaded a slice ahead, into registers, for compiled mask shapes:
-/// all of a 5 x 5 slice's tile and halo over up to 4 channels (`36 x 48 <= 8 x 256`).
-const AHEAD: usize = 8;
+/// Staged elements per thread whose places a thread keeps (and, staging through registers,
+/// loads a slice ahead), for compiled mask shapes: all of a 3 x 3 slice's tile and halo over up
+/// to 4 channels at 8 rows a thread (`66 x 40 <= 11 x 256`).
+const AHEAD: usize = 11;
+
+/// Elements each thread stages of a slice's tile and halo for a compiled `side x side` mask
+/// over up to 4 channels, `rows` rows a thread.
+const fn staged_per_thread(side: u32, rows: usize) -> usize {
+    let halo = side.saturating_sub(1) as usize;
+    let staged = (THREADS_Y as usize * rows + halo) * (THREADS_X as usize + 4 * halo);
+    staged.div_ceil(THREADS as usize)
+}
 /// The in-slice offset of a constant ghost cell.
 const GHOST: u32 = u32::MAX;
 
@@ -47,9 +63,10 @@ const GHOST: u32 = u32::MAX;
 /// overlap; `mask` holds the launch's `mask_d * mask_h * mask_w` taps; `p.x_tiles` and
 /// `p.y_tiles` count tiles of 32 elements and `8 ROWS` rows, the grid covers the slices in
 /// steps of `p.slices >= 1`; a 256-thread launch with
-/// `conv3d_shared_elements(ROWS, mask_h, mask_w, channels) * size_of::<T>()` bytes of shared
-/// memory; `mask_d <= RING`; for `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH =
-/// RING`.
+/// `conv3d_shared_elements(slices, ROWS, mask_h, mask_w, channels) * size_of::<T>()` bytes of
+/// shared memory (`slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2); `mask_d <= RING`; for
+/// `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH = RING`; `ASYNC` only on sm_80 or
+/// later.
 #[inline(always)]
 unsafe fn tiled<
     T: Real,
@@ -58,6 +75,7 @@ unsafe fn tiled<
     const DEPTH: u32,
     const RING: usize,
     const ROWS: usize,
+    const ASYNC: bool,
 >(
     input: *const T,
     mask: M,
@@ -88,37 +106,46 @@ unsafe fn tiled<
     let outputs = (p.depth - z0).min(p.slices);
     let slices = outputs + u64::from(mask_d) - 1;
     let buffer = staged_w * staged_h;
+    // Staged slice `s` sits in buffer `s mod buffers`.
+    let buffers = if ASYNC { CONV3D_ASYNC_SLICES } else { 2 };
+    let buffer_of = |s: u64| (s % buffers) * buffer;
     // The volume's offset of staged slice `s`, folded by the mode (`None`: constant ghosts).
     let slice = |s: u64| volume.slice((z0 + s) as i64 - p.front);
     let storer = |s: u64| {
-        let base = (s % 2) * buffer;
-        // SAFETY: row `r < staged_h`, element `e < staged_w`, buffer 0 or 1: inside the
-        // reserved `2 * staged_h * staged_w` elements.
+        let base = buffer_of(s);
+        // SAFETY: row `r < staged_h`, element `e < staged_w`, buffer below `buffers`: inside
+        // the reserved `buffers * staged_h * staged_w` elements.
         move |r: u32, e: u32, value: T| unsafe {
             SharedTile::store_real(base + u64::from(r * row_words + e), value)
         }
     };
-    // Compiled mask shapes keep `AHEAD` loads ahead in `f32` and two in `f64`, shapes read
-    // at run time two in `f32` and none in `f64`: more spilled registers.
+    // Compiled mask shapes keep the places of their whole slice's elements (up to 4
+    // channels) in `f32` and of two in `f64`, shapes read at run time two in `f32` and none
+    // in `f64`: more spilled registers.
     let ahead_count = match (SIDE, size_of::<T>()) {
         (0, 8) => 0,
         (0, _) | (_, 8) => 2,
-        _ => AHEAD,
+        _ => AHEAD.min(staged_per_thread(SIDE, ROWS)),
     };
     // A thread's first `ahead_count` staged elements sit at the same place in every slice:
-    // their offsets within a slice, folded once (`GHOST`: constant ghosts; past the tile's
-    // end: never read). They are loaded a slice ahead, into registers, so that their loads
-    // overlap the multiply-adds of the slice before.
+    // their offsets within a slice, folded once (`GHOST`: constant ghosts), and their byte
+    // offsets in a buffer (`u32::MAX`: past the tile's end, never staged). Staging through
+    // registers loads them a slice ahead, so that their loads overlap the multiply-adds of
+    // the slice before. Both kept in 32 bits: 64-bit addresses took the registers the sums
+    // need.
     let first = Walk::new(tid as u32, THREADS as u32, row_words);
     let mut offsets = [GHOST; AHEAD];
+    let mut targets = [u32::MAX; AHEAD];
     let mut rest = first;
-    for offset in offsets.iter_mut().take(ahead_count) {
+    for (offset, target) in offsets.iter_mut().zip(&mut targets).take(ahead_count) {
         if u64::from(rest.row) < staged_h {
             let (r, e) = (i64::from(rest.row), i64::from(rest.column));
             // Offsets within a slice fit 32 bits: a slice of 2^32 elements is 16 GiB of `f32`.
             *offset = volume
                 .in_slice(first_y + r, first_e + e)
                 .map_or(GHOST, |o| o as u32);
+            // A buffer is at most the shared memory of a block.
+            *target = (rest.row * row_words + rest.column) * size_of::<T>() as u32;
         }
         rest.advance();
     }
@@ -150,22 +177,73 @@ unsafe fn tiled<
         };
         rest.stage(staged_h as u32, load, store);
     };
+    // Starts copying slice `s` into its buffer without passing through registers (ghost
+    // cells stored at once) and closes the group of those copies. Past the block's last slice
+    // the group is empty, so that slice `s`'s group is always the oldest of `buffers - 1`.
+    let begin_async = |s: u64| {
+        if s < slices {
+            let base = slice(s);
+            let buffer_start =
+                SharedTile::address32(0) + (buffer_of(s) * size_of::<T>() as u64) as u32;
+            // SAFETY: `source` lies in the volume (`Volume::address`); `target` inside the
+            // reserved buffers (as `storer`), read only after this group is waited for and a
+            // barrier passed.
+            let copy = |target: u32, source: Option<*const T>| unsafe {
+                match source {
+                    Some(source) => T::copy_to_shared_async(u64::from(target), source),
+                    None => T::store_shared(u64::from(target), volume.cval()),
+                }
+            };
+            let slice_start = volume.address(base, Some(0));
+            for (&offset, &target) in offsets.iter().zip(&targets).take(ahead_count) {
+                if target != u32::MAX {
+                    let source = slice_start
+                        .filter(|_| offset != GHOST)
+                        .map(|start| element_at(start, offset));
+                    copy(buffer_start + target, source);
+                }
+            }
+            let mut walk = rest;
+            while u64::from(walk.row) < staged_h {
+                let (r, e) = (i64::from(walk.row), i64::from(walk.column));
+                let in_slice = volume.in_slice(first_y + r, first_e + e);
+                let target = (walk.row * row_words + walk.column) * size_of::<T>() as u32;
+                copy(buffer_start + target, volume.address(base, in_slice));
+                walk.advance();
+            }
+        }
+        commit_async_copies();
+    };
     // `sums[j][r]`: row `r`'s sum of the output slice that staged slice `s` meets through
     // mask slice `mask_d - 1 - j`.
     let mut sums = [[T::ZERO; ROWS]; RING];
     let e = e0 + u64::from(tx);
     let first_row = y0 + u64::from(ty) * ROWS as u64;
     let window_rows = ROWS as u32 + mask_h - 1;
-    let mut ahead = load_ahead(0);
+    let mut ahead = if ASYNC {
+        for s in 0..buffers - 1 {
+            begin_async(s);
+        }
+        [T::ZERO; AHEAD]
+    } else {
+        load_ahead(0)
+    };
     for s in 0..slices {
-        stage(s, &ahead);
-        // One barrier a slice: slice `s`'s buffer is complete, and the other one, which the
-        // next slice overwrites, has been read.
+        if ASYNC {
+            // Slice `s`'s copies are the oldest group of the `buffers - 1` in flight.
+            wait_async_copies::<{ CONV3D_ASYNC_SLICES as u32 - 2 }>();
+        } else {
+            stage(s, &ahead);
+        }
+        // One barrier a slice: slice `s`'s buffer is complete, and slice `s - 1`'s, which
+        // the next staging overwrites, has been read.
         sync_threads();
-        if s + 1 < slices {
+        if ASYNC {
+            begin_async(s + buffers - 1);
+        } else if s + 1 < slices {
             ahead = load_ahead(s + 1);
         }
-        let base = (s % 2) * buffer;
+        let base = buffer_of(s);
         for i in 0..window_rows {
             let row = base + u64::from((ty * ROWS as u32 + i) * row_words + tx);
             for dx in 0..mask_w {
@@ -240,10 +318,11 @@ impl<T: Real> MaskAt<T> for GlobalMask<T> {
 }
 
 /// Declares the 3D entry point `$name(input, mask, output, p)` over `$t` with the taps in
-/// `$mask` (`ConstantOperands`: in `MASK`, the pointer unused) for `[SIDE, DEPTH, RING, ROWS]`.
+/// `$mask` (`ConstantOperands`: in `MASK`, the pointer unused) for `[SIDE, DEPTH, RING, ROWS,
+/// ASYNC]` (`ASYNC`: staged by asynchronous copies, not through registers).
 macro_rules! conv3d_entry_points {
-    ($($name:ident: $t:ty, $mask:ty, [$side:literal, $depth:literal, $ring:expr, $rows:expr]);+ $(;)?) => {$(
-        #[doc = concat!("The 3D design over `", stringify!($t), "` for masks ", $depth, " x ", $side, " x ", $side, " (0: shapes read at run time).")]
+    ($($name:ident: $t:ty, $mask:ty, [$side:literal, $depth:literal, $ring:expr, $rows:expr, $async:literal]);+ $(;)?) => {$(
+        #[doc = concat!("The 3D design over `", stringify!($t), "` for masks ", $depth, " x ", $side, " x ", $side, " (0: shapes read at run time), asynchronous copies: ", $async, ".")]
         ///
         /// # Safety
         /// As `tiled`, the taps in `MASK` for `ConstantOperands`.
@@ -256,7 +335,7 @@ macro_rules! conv3d_entry_points {
         ) {
             // SAFETY: forwarded contract.
             unsafe {
-                tiled::<$t, $mask, $side, $depth, { $ring }, { $rows as usize }>(
+                tiled::<$t, $mask, $side, $depth, { $ring }, { $rows as usize }, $async>(
                     input,
                     <$mask as MaskAt<$t>>::at(mask),
                     output,
@@ -268,13 +347,20 @@ macro_rules! conv3d_entry_points {
 }
 
 conv3d_entry_points!(
-    conv3d_tiled: f32, GlobalMask<f32>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 4)];
-    conv3d_tiled_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4)];
-    conv3d_tiled_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4)];
-    conv3d_tiled_m1x3: f32, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 4)];
-    conv3d_tiled_m1x5: f32, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 4)];
-    conv3d_tiled_f64: f64, GlobalMask<f64>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 8)];
-    conv3d_tiled_m3_f64: f64, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 8)];
-    conv3d_tiled_m1x3_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8)];
-    conv3d_tiled_m1x5_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8)];
+    conv3d_tiled: f32, GlobalMask<f32>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 4, false), false];
+    conv3d_tiled_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, false), false];
+    conv3d_tiled_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, false), false];
+    conv3d_tiled_m1x3: f32, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 4, false), false];
+    conv3d_tiled_m1x5: f32, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 4, false), false];
+    conv3d_tiled_f64: f64, GlobalMask<f64>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 8, false), false];
+    conv3d_tiled_m3_f64: f64, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 8, false), false];
+    conv3d_tiled_m1x3_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, false), false];
+    conv3d_tiled_m1x5_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8, false), false];
+);
+
+// Asynchronous copies need sm_80: these go to the sm_90 build.
+#[cfg(conv_hopper)]
+conv3d_entry_points!(
+    conv3d_tiled_async_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, true), true];
+    conv3d_tiled_async_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, true), true];
 );

@@ -34,6 +34,26 @@ pub fn opaque(value: usize) -> usize {
     hidden as usize
 }
 
+/// The address of element `index` from `base`, computed where it is used (one `mad.wide`):
+/// LLVM would otherwise hoist each of a loop's `base + index` parts that does not change into
+/// a 64-bit register of its own.
+#[inline(always)]
+pub fn element_at<T>(base: *const T, index: u32) -> *const T {
+    let address: u64;
+    // SAFETY: register arithmetic.
+    unsafe {
+        asm!(
+            "mad.wide.u32 {address}, {index}, {size}, {base};",
+            address = out(reg64) address,
+            index = in(reg32) index,
+            size = in(reg32) size_of::<T>() as u32,
+            base = in(reg64) base as u64,
+            options(pure, nomem, nostack),
+        );
+    }
+    address as *const T
+}
+
 /// `(value / divisor, value % divisor)` for a launch parameter `divisor >= 1`, without the
 /// division-by-zero branch of `/`, which every kernel would otherwise carry.
 #[inline(always)]
@@ -353,13 +373,19 @@ impl SharedTile {
         base + index * 4
     }
 
+    /// The shared-window address of element `index` of the tile seen as an array of `T`.
+    #[inline(always)]
+    pub fn real_address<T: Real>(index: u64) -> u64 {
+        Self::address(0) + index * size_of::<T>() as u64
+    }
+
     /// Writes element `index` of the tile seen as an array of `T`.
     ///
     /// # Safety
     /// `index` is below the count of `T` the launch reserved.
     #[inline(always)]
     pub unsafe fn store_real<T: Real>(index: u64, value: T) {
-        let address = Self::address(0) + index * size_of::<T>() as u64;
+        let address = Self::real_address::<T>(index);
         // SAFETY: in bounds by the caller's contract, aligned (the symbol is `.align 128`).
         unsafe { T::store_shared(address, value) }
     }
@@ -371,7 +397,7 @@ impl SharedTile {
     /// `sync_threads`.
     #[inline(always)]
     pub unsafe fn load_real<T: Real>(index: u64) -> T {
-        let address = Self::address(0) + index * size_of::<T>() as u64;
+        let address = Self::real_address::<T>(index);
         // SAFETY: in bounds and written by the caller's contract, aligned.
         unsafe { T::load_shared(address) }
     }
@@ -512,6 +538,22 @@ impl SharedTile {
         }
         value
     }
+}
+
+/// Closes the group of this thread's asynchronous copies started since the last group
+/// ([`Real::copy_to_shared_async`](crate::element::Real::copy_to_shared_async); sm_80 and later).
+#[inline(always)]
+pub fn commit_async_copies() {
+    // SAFETY: groups the thread's own copies; no memory is touched.
+    unsafe { asm!("cp.async.commit_group;", options(nostack)) };
+}
+
+/// Waits until at most the `PENDING` newest groups of this thread's asynchronous copies are
+/// still in flight (sm_80 and later). Other threads' copies need a barrier after this.
+#[inline(always)]
+pub fn wait_async_copies<const PENDING: u32>() {
+    // SAFETY: a wait; the copies write only shared memory their kernels reserved.
+    unsafe { asm!("cp.async.wait_group {n};", n = const PENDING, options(nostack)) };
 }
 
 /// A transaction barrier (`mbarrier`) in shared memory, at a shared-window address, that

@@ -3,7 +3,10 @@
 
 pub(crate) mod reference;
 
-use crate::abi::{CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_rows, conv3d_shared_elements};
+use crate::abi::{
+    CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_rows,
+    conv3d_shared_elements,
+};
 use crate::conv2d::Mask2d;
 use crate::element::Real;
 use crate::error::{ConvError, Result};
@@ -37,10 +40,25 @@ fn slices_per_block(depth: u64, plane_tiles: u64, mask_d: u64, multiprocessors: 
     spread.clamp(1, 32).max(2 * (mask_d - 1)).min(depth)
 }
 
-/// The kernel for a mask of `dims` over `R`, and whether its shape is compiled in (taps in
-/// constant memory).
-fn entry_point<R: Real>(dims: [u64; 3]) -> (&'static str, bool) {
+/// The kernels of the sm_90 build staged by asynchronous copies, by mask side (3D `f32`
+/// masks `side^3`).
+pub(crate) const ASYNC_ENTRY_POINTS: [(u64, &str); 2] =
+    [(3, "conv3d_tiled_async_m3"), (5, "conv3d_tiled_async_m5")];
+
+/// The kernel for a mask of `dims` over `R` on a device of compute capability `major.x`,
+/// whether its shape is compiled in (taps in constant memory), and the slices it stages at
+/// once. Devices of compute capability 9.0 or more stage cubic `f32` masks by asynchronous
+/// copies (PERFORMANCE.md: 3D operations).
+fn entry_point<R: Real>(dims: [u64; 3], major: i32) -> (&'static str, bool, u64) {
     let f64 = size_of::<R>() == 8;
+    if !f64
+        && major >= 9
+        && let Some(&(_, entry)) = ASYNC_ENTRY_POINTS
+            .iter()
+            .find(|&&(side, _)| dims == [side; 3])
+    {
+        return (entry, true, CONV3D_ASYNC_SLICES);
+    }
     let entry = match (dims, f64) {
         ([3, 3, 3], false) => "conv3d_tiled_m3",
         ([5, 5, 5], false) => "conv3d_tiled_m5",
@@ -49,10 +67,10 @@ fn entry_point<R: Real>(dims: [u64; 3]) -> (&'static str, bool) {
         ([3, 3, 3], true) => "conv3d_tiled_m3_f64",
         ([1, 3, 3], true) => "conv3d_tiled_m1x3_f64",
         ([1, 5, 5], true) => "conv3d_tiled_m1x5_f64",
-        (_, false) => return ("conv3d_tiled", false),
-        (_, true) => return ("conv3d_tiled_f64", false),
+        (_, false) => return ("conv3d_tiled", false, 2),
+        (_, true) => return ("conv3d_tiled_f64", false, 2),
     };
-    (entry, true)
+    (entry, true, 2)
 }
 
 impl Session<'_> {
@@ -100,10 +118,14 @@ impl Session<'_> {
                 return Ok(());
             }
         }
-        let (entry_point, compiled) = entry_point::<R>([mask_d, mask_h, mask_w]);
+        let major = self.device().compute_capability.0;
+        let (entry_point, compiled, staged_slices) =
+            entry_point::<R>([mask_d, mask_h, mask_w], major);
         let side = if compiled { mask_h } else { 0 };
-        let rows = conv3d_rows(mask_d, side, size_of::<R>() as u64);
-        let shared = conv3d_shared_elements(rows, mask_h, mask_w, channels) * size_of::<R>() as u64;
+        let asynchronous = staged_slices == CONV3D_ASYNC_SLICES;
+        let rows = conv3d_rows(mask_d, side, size_of::<R>() as u64, asynchronous);
+        let shared = conv3d_shared_elements(staged_slices, rows, mask_h, mask_w, channels)
+            * size_of::<R>() as u64;
         let limit = self.device().max_shared_memory_per_block;
         if shared > u64::from(limit) {
             return Err(ConvError::InvalidLaunch {

@@ -112,11 +112,9 @@ unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: us
     for step in 0..strip.steps::<H>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
         unsafe {
-            strip.stage::<W, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
+            strip
+                .stage_step::<W, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
         };
-        // SAFETY: `input` is the image `p` describes.
-        unsafe { strip.prefetch::<W, C, f32>((input, p), step + 1) };
-        sync_threads();
         row_pass::<W, C>(
             strip,
             (ring, &row_taps),
@@ -165,13 +163,10 @@ unsafe fn separable_wide_column<const M: usize, const C: usize>(
         // (asserted above); the previous pass read them before the last barrier; the table is
         // filled.
         unsafe {
-            strip.stage::<1, C, f32>((input, image, p), step, |ry| {
+            strip.stage_step::<1, C, f32>((input, image, p), step, |ry| {
                 strip.advance(step_slot, ry) * SEPARABLE_WIDE_RING_ROW_WORDS
             })
         };
-        // SAFETY: `input` is the image `p` describes.
-        unsafe { strip.prefetch::<1, C, f32>((input, p), step + 1) };
-        sync_threads();
         // SAFETY: forwarded contract of `output`.
         unsafe { column_pass::<M>(strip, (step, column_slot), 0, &taps, (output, p)) };
         // The next staging overwrites slots this pass reads.

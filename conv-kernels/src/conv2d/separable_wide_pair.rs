@@ -70,39 +70,28 @@ unsafe fn separable_wide_pair<const M: usize, const C: usize>(
     for step in 0..strip.steps::<M>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
         unsafe {
-            strip.stage::<M, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
+            strip
+                .stage_step::<M, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
         };
-        // SAFETY: `input` is the image `p` describes.
-        unsafe { strip.prefetch::<M, C, f32>((input, p), step + 1) };
-        sync_threads();
         let staged_word = |row, x0| row * layout.staged_row_words + x0;
         row_pass::<M, C>(strip, (layout.ring, &row_a), step_slot, (0, staged_word));
         let second_ring = layout.ring + ring_words;
         row_pass::<M, C>(strip, (second_ring, &row_b), step_slot, (0, staged_word));
         sync_threads();
-        let rings = (layout.ring, ring_words);
-        let columns = (&column_a, &column_b);
+        let pass = ColumnPass {
+            strip,
+            at: (step, column_slot),
+            rings: (layout.ring, ring_words),
+            columns: (&column_a, &column_b),
+            magnitude,
+        };
         // SAFETY: the rings were row-filtered before the barrier; `output` as the caller's
         // contract says.
         unsafe {
             if M <= ONE_BAND_MASKS {
-                column_pass::<M, PASS_ROWS>(
-                    strip,
-                    (step, column_slot),
-                    rings,
-                    columns,
-                    magnitude,
-                    (output, p),
-                );
+                pass.run::<PASS_ROWS>((output, p));
             } else {
-                column_pass::<M, BAND_ROWS>(
-                    strip,
-                    (step, column_slot),
-                    rings,
-                    columns,
-                    magnitude,
-                    (output, p),
-                );
+                pass.run::<BAND_ROWS>((output, p));
             }
         }
         step_slot = strip.advance(step_slot, CHUNK);
@@ -117,44 +106,53 @@ const ONE_BAND_MASKS: usize = 17;
 /// Rows of a band of the larger masks' column pass.
 const BAND_ROWS: usize = 4;
 
-/// The column pass of step `step` over both rings (the first at word `ring`, the second
-/// `ring_words` after it), in bands of `R` rows: two sums per output, `column_a` over the
-/// first ring and `column_b` over the second, combined (`magnitude`: root of squares; else
+/// The column pass of one step over both rings: two sums per output, `columns.0` over the
+/// first ring and `columns.1` over the second, combined (`magnitude`: root of squares; else
 /// sum) and stored.
-///
-/// # Safety
-/// The rings' rows were row-filtered before the last barrier; `output` is a pitched image as
-/// `p` describes, `p.pitch` a multiple of 4 and the buffer 16-byte aligned.
-#[inline(always)]
-unsafe fn column_pass<const M: usize, const R: usize>(
+#[derive(Clone, Copy)]
+struct ColumnPass<'a, const M: usize> {
     strip: Strip,
-    (step, column_slot): (u64, u64),
-    (ring, ring_words): (u64, u64),
-    (column_a, column_b): (&[f32; M], &[f32; M]),
+    /// The step and the ring slot of its first filtered row.
+    at: (u64, u64),
+    /// The first ring's word and the words from it to the second.
+    rings: (u64, u64),
+    columns: (&'a [f32; M], &'a [f32; M]),
     magnitude: bool,
-    (output, p): (*mut f32, &Conv2dParams),
-) {
-    // SAFETY: ring rows of 256 + 4 words, the second ring `ring_words` after the first;
-    // forwarded contract of `output`.
-    unsafe {
-        strip.pass_combining::<M, 2, R, f32, [PassSums<R>; 2]>(
-            (step, column_slot),
-            (ring, SEPARABLE_WIDE_RING_ROW_WORDS, (2, ring_words)),
-            (output, p),
-            (
-                [[[0.0; 4]; R]; 2],
-                |[first, second], i, &[quad_a, quad_b]| {
-                    add_column_taps(first, i, quad_a, column_a);
-                    add_column_taps(second, i, quad_b, column_b);
-                },
-                |[first, second]| {
-                    core::array::from_fn(|k| {
-                        core::array::from_fn(|e| combine(first[k][e], second[k][e], magnitude))
-                    })
-                },
-            ),
-        )
-    };
+}
+
+impl<const M: usize> ColumnPass<'_, M> {
+    /// Runs the pass in bands of `R` rows.
+    ///
+    /// # Safety
+    /// The rings' rows were row-filtered before the last barrier; `output` is a pitched image
+    /// as `p` describes, `p.pitch` a multiple of 4 and the buffer 16-byte aligned.
+    #[inline(always)]
+    unsafe fn run<const R: usize>(self, (output, p): (*mut f32, &Conv2dParams)) {
+        let (ring, ring_words) = self.rings;
+        let (column_a, column_b) = self.columns;
+        let magnitude = self.magnitude;
+        // SAFETY: ring rows of 256 + 4 words, the second ring `ring_words` after the first;
+        // forwarded contract of `output`.
+        unsafe {
+            self.strip.pass_combining::<M, 2, R, f32, [PassSums<R>; 2]>(
+                self.at,
+                (ring, SEPARABLE_WIDE_RING_ROW_WORDS, (2, ring_words)),
+                (output, p),
+                (
+                    [[[0.0; 4]; R]; 2],
+                    |[first, second], i, &[quad_a, quad_b]| {
+                        add_column_taps(first, i, quad_a, column_a);
+                        add_column_taps(second, i, quad_b, column_b);
+                    },
+                    |[first, second]| {
+                        core::array::from_fn(|k| {
+                            core::array::from_fn(|e| combine(first[k][e], second[k][e], magnitude))
+                        })
+                    },
+                ),
+            )
+        };
+    }
 }
 
 specialised_entry_points!(

@@ -219,6 +219,26 @@ impl<const K: u64> Strip<K> {
         }
     }
 
+    /// Stages step `step` as [`Strip::stage`] does, asks L2 for the next step's rows (see
+    /// [`Strip::prefetch`]) and waits for the block: the step's rows are then in shared memory.
+    ///
+    /// # Safety
+    /// As [`Strip::stage`].
+    #[inline(always)]
+    pub unsafe fn stage_step<const M: usize, const C: usize, S: Element<Real = f32>>(
+        self,
+        (input, image, p): (*const S, Plane<S>, &Conv2dParams),
+        step: u64,
+        row_word: impl Fn(u64) -> u64,
+    ) {
+        // SAFETY: forwarded contract; `input` is the image `p` describes.
+        unsafe {
+            self.stage::<M, C, S>((input, image, p), step, row_word);
+            self.prefetch::<M, C, S>((input, p), step + 1);
+        }
+        sync_threads();
+    }
+
     /// Asks L2 for the staged region of step `step` (if the block has that step) where it
     /// lies inside the image, so that the step's staging reads L2 instead of waiting on device
     /// memory: issued a step ahead, these fetches run during the pass, when the block has no
