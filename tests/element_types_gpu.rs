@@ -167,15 +167,20 @@ fn f64_images_match_the_reference_to_1e_12() {
     );
 }
 
-/// `T` images through the streaming kernels that read and write `T` (3 x 3 and 5 x 5, every
-/// channel count and mode), on images of several strips and steps: host -> host in one buffer,
-/// host -> host in bands (the constant, where `T` holds it, packed as `T`), and from one device
+/// `T` images through the kernels of `kernel` that read and write `T` (the streaming ones:
+/// general masks of `sizes`; the wide separable ones: rank-1 masks), every channel count and
+/// mode, on images of several strips and steps: host -> host in one buffer, host -> host in
+/// bands (streaming; the constant, where `T` holds it, packed as `T`), and from one device
 /// array into another.
-fn native_streaming<T: Random + Element<Real = f32>>(rng: &mut StdRng) {
+fn native_kernels<T: Random + Element<Real = f32>>(
+    rng: &mut StdRng,
+    kernel: Kernel,
+    sizes: &[usize],
+) {
     let engine = Engine::new().unwrap();
     for (m, mode) in all_modes().into_iter().enumerate() {
         let channels = [1, 3, 4][m % 3];
-        let size = [3, 5][m % 2];
+        let size = sizes[m % sizes.len()];
         // At least 60 rows: the memory cap below leaves room for 45 rows of one channel in
         // one band, and fewer rows would run whole.
         let shape = (
@@ -184,37 +189,50 @@ fn native_streaming<T: Random + Element<Real = f32>>(rng: &mut StdRng) {
             channels,
         );
         let image = random_image::<T>(rng, shape);
-        let mask = Array2::from_shape_simple_fn((size, size), || rng.random_range(-1.0..1.0f32));
+        let mask = if kernel == Kernel::Separable {
+            let column: Vec<f32> = (0..size).map(|_| rng.random_range(-1.0..1.0)).collect();
+            let row: Vec<f32> = (0..size).map(|_| rng.random_range(-1.0..1.0)).collect();
+            Array2::from_shape_fn((size, size), |(i, j)| column[i] * row[j])
+        } else {
+            Array2::from_shape_simple_fn((size, size), || rng.random_range(-1.0..1.0f32))
+        };
         let options = Conv2dOptions {
             mode,
-            kernel: Kernel::RegisterTiled,
+            kernel,
             origin: [
                 random_origin(rng, size, false),
                 random_origin(rng, size, false),
             ],
             ..Default::default()
         };
-        let what = format!("native {} {mode:?} {shape:?} {size} x {size}", T::NAME);
+        let what = format!(
+            "native {} {kernel} {mode:?} {shape:?} {size} x {size}",
+            T::NAME
+        );
         let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
         let scale = scale(&image, &mask);
         engine.set_device_memory_limit(None);
         let whole = engine.correlate2d(&image, &mask, &options).expect(&what);
         check(whole.view(), reference.view(), scale, &what);
         // Three slots of three `f32` buffers of 4 output rows and the halo: at least 4 output
-        // rows a band (7 or more in the native kernel's two buffers).
-        let row_bytes = 4 * (shape.1 * channels + 32);
-        engine.set_device_memory_limit(Some(3 * 3 * row_bytes * (size + 3)));
-        let banded = engine.correlate2d(&image, &mask, &options).expect(&what);
-        assert!(
-            engine.last_host_times().map_or(0, |t| t.bands) > 2,
-            "{what}: banded"
-        );
-        check(
-            banded.view(),
-            reference.view(),
-            scale,
-            &format!("{what} banded"),
-        );
+        // rows a band (7 or more in the native kernel's two buffers) for the streaming
+        // kernels' 3 x 3 and 5 x 5 masks. (The separable kernels' banded path is the same
+        // pipeline; their tall masks would need images of hundreds of rows to take bands.)
+        if kernel == Kernel::RegisterTiled {
+            let row_bytes = 4 * (shape.1 * channels + 32);
+            engine.set_device_memory_limit(Some(3 * 3 * row_bytes * (size + 3)));
+            let banded = engine.correlate2d(&image, &mask, &options).expect(&what);
+            assert!(
+                engine.last_host_times().map_or(0, |t| t.bands) > 2,
+                "{what}: banded"
+            );
+            check(
+                banded.view(),
+                reference.view(),
+                scale,
+                &format!("{what} banded"),
+            );
+        }
         engine.set_device_memory_limit(None);
         let input = engine.upload(&image).expect(&what);
         let mut output = engine.alloc_device::<T, _>(image.raw_dim()).expect(&what);
@@ -233,12 +251,16 @@ fn native_streaming<T: Random + Element<Real = f32>>(rng: &mut StdRng) {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
-fn native_streaming_kernels_match_the_reference() {
-    let (mut rng, _) = rng("native streaming");
-    native_streaming::<u8>(&mut rng);
-    native_streaming::<u16>(&mut rng);
-    native_streaming::<f16>(&mut rng);
-    native_streaming::<bf16>(&mut rng);
+fn native_kernels_match_the_reference() {
+    let (mut rng, _) = rng("native kernels");
+    let streaming = (Kernel::RegisterTiled, [3, 5].as_slice());
+    let separable = (Kernel::Separable, [3, 7, 17, 31].as_slice());
+    native_kernels::<u8>(&mut rng, streaming.0, streaming.1);
+    native_kernels::<u16>(&mut rng, streaming.0, streaming.1);
+    native_kernels::<f16>(&mut rng, streaming.0, streaming.1);
+    native_kernels::<bf16>(&mut rng, streaming.0, streaming.1);
+    native_kernels::<u8>(&mut rng, separable.0, separable.1);
+    native_kernels::<u16>(&mut rng, separable.0, separable.1);
 }
 
 /// An engine capped to a little device memory runs `u8` images in many bands: the rows past

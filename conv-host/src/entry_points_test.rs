@@ -83,7 +83,8 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
         .chain(&crate::conv2d::PAIR_ENTRY_POINTS)
         .chain(&crate::conv2d::COLUMN_ENTRY_POINTS)
         .map(|&(_, name)| name);
-    // The streaming kernels of the memory-bound masks on narrow images.
+    // The streaming kernels of the memory-bound masks and the wide separable ones on narrow
+    // images.
     let native_2d: Vec<String> = crate::conv2d::STREAM_ENTRY_POINTS
         .iter()
         .chain(crate::conv2d::STREAM16_ENTRY_POINTS)
@@ -93,6 +94,15 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
                 .iter()
                 .map(move |element| format!("{name}_{element}"))
         })
+        .chain(
+            crate::conv2d::SEPARABLE_ENTRY_POINTS
+                .iter()
+                .flat_map(|&(_, _, name)| {
+                    crate::conv2d::NATIVE_SEPARABLE_ELEMENTS
+                        .iter()
+                        .map(move |element| format!("{name}_{element}"))
+                }),
+        )
         .collect();
     let names: Vec<&str> = KERNEL_NAMES
         .iter()

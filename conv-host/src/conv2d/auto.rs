@@ -31,6 +31,19 @@ pub(super) fn plan(
     {
         return register_tiled::plan(device, (rows, cols), channels, tile);
     }
+    // Narrow images, other rank-1 masks: the wide separable kernels read and write `u8` and
+    // `u16` themselves (`native_plan`), where the tensor-copy ones widen the image first.
+    if kernel == Kernel::Auto
+        && native
+        && rows > 1
+        && cols > 1
+        && separable::has_wide_kernel((rows, cols), channels)
+        && separable::factor(mask).is_some()
+        && let Ok(plan) = separable::plan(device, (rows, cols), channels, tile)
+        && separable::is_wide(&plan)
+    {
+        return Ok(plan);
+    }
     match kernel {
         Kernel::Separable | Kernel::SeparableTma if separable::factor(mask).is_none() => {
             return Err(ConvError::InvalidLaunch {

@@ -42,7 +42,8 @@ pub use separable::SEPARABLE_TOLERANCE;
 pub(crate) use separable::has_wide_kernel as has_wide_separable_kernel;
 #[cfg(test)]
 pub(crate) use separable::{
-    COLUMN_ENTRY_POINTS, PAIR_ENTRY_POINTS, ROW_ENTRY_POINTS, SEPARABLE_ENTRY_POINTS,
+    COLUMN_ENTRY_POINTS, NATIVE_SEPARABLE_ELEMENTS, PAIR_ENTRY_POINTS, ROW_ENTRY_POINTS,
+    SEPARABLE_ENTRY_POINTS,
 };
 #[cfg(test)]
 pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;

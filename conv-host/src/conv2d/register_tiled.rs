@@ -56,10 +56,12 @@ pub(crate) const STREAM16_ENTRY_POINTS: &[(u32, u32, &str)] =
 /// `f32` kernels, suffixed `_u8`, `_u16`, `_f16` or `_bf16`.
 pub(crate) const NATIVE_STREAM_ELEMENTS: [&str; 4] = ["u8", "u16", "f16", "bf16"];
 
-/// Whether streaming kernels read `I` and write `O` themselves: one type of
-/// [`NATIVE_STREAM_ELEMENTS`].
+/// Whether some kernels read `I` and write `O` themselves: one type of
+/// [`NATIVE_STREAM_ELEMENTS`] or of `NATIVE_SEPARABLE_ELEMENTS`.
 pub(crate) fn native_types<I: Element, O: Element>() -> bool {
-    I::NAME == O::NAME && NATIVE_STREAM_ELEMENTS.contains(&I::NAME)
+    I::NAME == O::NAME
+        && (NATIVE_STREAM_ELEMENTS.contains(&I::NAME)
+            || super::separable::NATIVE_SEPARABLE_ELEMENTS.contains(&I::NAME))
 }
 
 /// Whether a streaming kernel reads and writes narrow images for this mask and channel count:
@@ -70,15 +72,15 @@ pub(super) fn has_native_stream_kernel((rows, cols): (usize, usize), channels: u
         && REGISTER_CHANNELS.contains(&(channels as u32))
 }
 
-/// The plan of `plan`'s streaming kernel on images of `I` in and out where one was compiled
-/// (see [`NATIVE_STREAM_ELEMENTS`]): the `f32` kernel's plan (block, tile and shared memory are
-/// the same) with that entry point. Without it, a `u8` image moves 18 bytes per element
-/// through device memory instead of 2: widened to `f32`, filtered, narrowed.
+/// The plan of `plan`'s kernel on images of `I` in and out where one was compiled (the
+/// streaming kernels for [`NATIVE_STREAM_ELEMENTS`], the wide separable ones for `u8` and
+/// `u16`): the `f32` kernel's plan (block, tile and shared memory are the same) with that
+/// entry point. Without it, a `u8` image moves 18 bytes per element through device memory
+/// instead of 2: widened to `f32`, filtered, narrowed.
 pub(crate) fn native_plan<I: Element, O: Element>(plan: &LaunchPlan) -> Option<LaunchPlan> {
     if !native_types::<I, O>() {
         return None;
     }
-    stream_step_rows(plan.entry_point)?;
     let entry_point = crate::kernels::entry_point(&format!("{}_{}", plan.entry_point, I::NAME))?;
     Some(LaunchPlan {
         entry_point,

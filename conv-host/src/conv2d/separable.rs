@@ -237,6 +237,10 @@ pub(crate) const COLUMN_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
     "conv2d_separable_wide_column_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );
 
+/// Element types the wide separable kernels also read and write themselves: the entry points
+/// of [`SEPARABLE_ENTRY_POINTS`] suffixed `_u8` or `_u16` (`native_plan`).
+pub(crate) const NATIVE_SEPARABLE_ELEMENTS: [&str; 2] = ["u8", "u16"];
+
 /// The wide separable entry points: `(mask size, channels, name)`, as `conv-kernels` declares
 /// them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.
 pub(crate) const SEPARABLE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_table!(

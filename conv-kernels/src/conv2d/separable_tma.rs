@@ -103,7 +103,7 @@ unsafe fn separable_tma<const M: usize>(
         stage(step + 1);
         // SAFETY: forwarded contract of `output`.
         unsafe {
-            column_pass::<M>(
+            column_pass::<M, f32>(
                 strip,
                 (step, column_slot),
                 layout.ring,

@@ -28,7 +28,9 @@
 //! the slots it overwrites) and after the row pass. A block of `out_tile_h` rows does
 //! `(out_tile_h + M - 1) / out_tile_h * M + M` multiply-adds per output; the host picks
 //! `out_tile_h + M - 1` a multiple of 32. A grid of `Z` planes (`gridDim.z`) filters a batch
-//! of `Z` images, one after the other in both buffers, each on its own.
+//! of `Z` images, one after the other in both buffers, each on its own. The fused kernels
+//! also read and write `u8` and `u16` images themselves (entry points suffixed `_u8`, `_u16`),
+//! widened as they are staged and narrowed as they are stored.
 //!
 //! [`separable_wide_row`] is the row pass alone (a 1D correlation along the rows of an image,
 //! or along the last axis of an N-D array), a column pass of one tap storing its rows.
@@ -44,6 +46,7 @@ use crate::abi::{
 };
 use crate::conv2d::strip::{CHUNK, PASS_ROWS, PassSums, Strip};
 use crate::conv2d::wide::accumulate_window_after;
+use crate::element::Element;
 use crate::gpu::{ConstantMask, Mask, SharedTile, block_idx_z, fma, sync_threads};
 
 /// Outputs of a row-pass segment.
@@ -54,13 +57,13 @@ const SEGMENT: usize = 16;
 /// # Safety
 /// As [`separable_wide_rectangular`] for `M x M`.
 #[inline(always)]
-unsafe fn separable_wide<const M: usize, const C: usize>(
-    input: *const f32,
-    output: *mut f32,
+unsafe fn separable_wide<S: Element<Real = f32>, const M: usize, const C: usize>(
+    input: *const S,
+    output: *mut S,
     p: &Conv2dParams,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { separable_wide_rectangular::<M, M, C>(input, output, p) }
+    unsafe { separable_wide_rectangular::<S, M, M, C>(input, output, p) }
 }
 
 /// The row pass alone of the wide separable design: the correlation with the `1 x M` mask
@@ -76,11 +79,11 @@ unsafe fn separable_wide_row<const M: usize, const C: usize>(
     p: &Conv2dParams,
 ) {
     // SAFETY: forwarded contract.
-    unsafe { separable_wide_rectangular::<1, M, C>(input, output, p) }
+    unsafe { separable_wide_rectangular::<f32, 1, M, C>(input, output, p) }
 }
 
 /// The wide fused separable design for a rank-1 mask `H` rows tall and `W` columns wide over
-/// `C` channels.
+/// `C` channels, on images of `S` (staged and added in `f32`).
 ///
 /// # Safety
 /// `input`/`output` are pitched images as `p` describes, not overlapping; `MASK` holds the row
@@ -89,9 +92,14 @@ unsafe fn separable_wide_row<const M: usize, const C: usize>(
 /// of shared memory; `p.pitch` a multiple of 4 and the output buffer 16-byte aligned; both
 /// buffers hold `gridDim.z` such images.
 #[inline(always)]
-unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: usize>(
-    input: *const f32,
-    output: *mut f32,
+unsafe fn separable_wide_rectangular<
+    S: Element<Real = f32>,
+    const H: usize,
+    const W: usize,
+    const C: usize,
+>(
+    input: *const S,
+    output: *mut S,
     p: &Conv2dParams,
 ) {
     const { assert!(H >= 1 && H <= 31 && W >= 1 && W <= 31 && C >= 1 && C <= 4) };
@@ -100,7 +108,7 @@ unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: us
     let (input, output) = unsafe { plane_of(input, output, p) };
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
-        unsafe { Strip::begin::<W, C, f32>(input, p, layout.ring_rows, layout.column_table) };
+        unsafe { Strip::begin::<W, C, S>(input, p, layout.ring_rows, layout.column_table) };
     let ring = CHUNK * layout.staged_row_words;
     let row_taps: [f32; W] = core::array::from_fn(|j| ConstantMask.tap(j as u64));
     let column_taps: [f32; H] = core::array::from_fn(|i| ConstantMask.tap((W + i) as u64));
@@ -112,8 +120,7 @@ unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: us
     for step in 0..strip.steps::<H>() {
         // SAFETY: the staged rows come first in shared memory; the table is filled.
         unsafe {
-            strip
-                .stage_step::<W, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
+            strip.stage_step::<W, C, S>((input, image, p), step, |ry| ry * layout.staged_row_words)
         };
         row_pass::<W, C>(
             strip,
@@ -123,7 +130,7 @@ unsafe fn separable_wide_rectangular<const H: usize, const W: usize, const C: us
         );
         sync_threads();
         // SAFETY: forwarded contract of `output`.
-        unsafe { column_pass::<H>(strip, (step, column_slot), ring, &column_taps, (output, p)) };
+        unsafe { column_pass::<H, S>(strip, (step, column_slot), ring, &column_taps, (output, p)) };
         step_slot = strip.advance(step_slot, CHUNK);
         column_slot = strip.advance(column_slot, CHUNK);
     }
@@ -168,7 +175,7 @@ unsafe fn separable_wide_column<const M: usize, const C: usize>(
             })
         };
         // SAFETY: forwarded contract of `output`.
-        unsafe { column_pass::<M>(strip, (step, column_slot), 0, &taps, (output, p)) };
+        unsafe { column_pass::<M, f32>(strip, (step, column_slot), 0, &taps, (output, p)) };
         // The next staging overwrites slots this pass reads.
         sync_threads();
         step_slot = strip.advance(step_slot, CHUNK);
@@ -181,11 +188,11 @@ unsafe fn separable_wide_column<const M: usize, const C: usize>(
 /// # Safety
 /// Both buffers hold `gridDim.z` images of `p.height` rows `p.pitch` elements apart.
 #[inline(always)]
-pub(crate) unsafe fn plane_of(
-    input: *const f32,
-    output: *mut f32,
+pub(crate) unsafe fn plane_of<S>(
+    input: *const S,
+    output: *mut S,
     p: &Conv2dParams,
-) -> (*const f32, *mut f32) {
+) -> (*const S, *mut S) {
     let plane = (block_idx_z() * u64::from(p.height) * p.pitch) as usize;
     // SAFETY: image `blockIdx.z` of the buffers (caller).
     unsafe { (input.add(plane), output.add(plane)) }
@@ -197,16 +204,16 @@ pub(crate) unsafe fn plane_of(
 /// The ring's rows were row-filtered before the last barrier; `output` is a pitched image as
 /// `p` describes, `p.pitch` a multiple of 4 and the buffer 16-byte aligned.
 #[inline(always)]
-pub(crate) unsafe fn column_pass<const M: usize>(
+pub(crate) unsafe fn column_pass<const M: usize, S: Element<Real = f32>>(
     strip: Strip,
     (step, column_slot): (u64, u64),
     ring: u64,
     column_taps: &[f32; M],
-    (output, p): (*mut f32, &Conv2dParams),
+    (output, p): (*mut S, &Conv2dParams),
 ) {
     // SAFETY: ring rows of 256 + 4 words; forwarded contract of `output`.
     unsafe {
-        strip.pass::<M, 1, PASS_ROWS, f32>(
+        strip.pass::<M, 1, PASS_ROWS, S>(
             (step, column_slot),
             (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
             (output, p),
@@ -278,6 +285,21 @@ specialised_entry_points!(
 );
 
 specialised_entry_points!(
-    separable_wide, conv2d_separable_wide_m, "Wide fused separable 2D kernel, mask size and channels:":
+    separable_wide[f32], conv2d_separable_wide_m,
+    "Wide fused separable 2D kernel, mask size and channels:":
     3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
 );
+
+/// Declares the wide fused separable kernels on images of the narrow type `$t` (entry points
+/// suffixed `$suffix`): input and output in that type, staging and sums in `f32`.
+macro_rules! narrow_separable_entry_points {
+    ($($t:ty: $suffix:ident),+) => {$(
+        specialised_entry_points!(
+            separable_wide[$t], conv2d_separable_wide_m, $suffix,
+            "Wide fused separable 2D kernel on narrow images, mask size and channels:":
+            3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+        );
+    )+};
+}
+
+narrow_separable_entry_points!(u8: u8, u16: u16);
