@@ -33,8 +33,9 @@ pub(crate) fn has_f64_kernels(kernel: Kernel, family: &'static str) -> Result<()
     Err(ConvError::InvalidLaunch {
         kernel: family,
         reason: format!(
-            "the {kernel} design has no f64 kernel (f64 runs on auto, basic, constant-mask, \
-             tiled and tiled-l2)"
+            "the {kernel} design has no f64 kernel for this mask (f64 runs on auto, basic, \
+             constant-mask, tiled and tiled-l2, and in 2D on register-tiled for square masks \
+             of 3 and 5 taps)"
         ),
     })
 }

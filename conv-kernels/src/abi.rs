@@ -598,6 +598,9 @@ pub struct Conv3dParams {
     pub width: u64,
     /// Interleaved channels per pixel.
     pub channels: u64,
+    /// Elements from one row's start to the next, at least `width * channels` (a slice is
+    /// `height * pitch` elements).
+    pub pitch: u64,
     /// Mask slices, rows and columns.
     pub mask_d: u64,
     pub mask_h: u64,
@@ -634,14 +637,19 @@ pub const CONV3D_RING: usize = 8;
 /// Rows each thread of a 3D kernel computes, for a compiled `depth x side x side` mask
 /// (`side = 0`: shapes read at run time) over elements of `bytes` bytes, staged by
 /// asynchronous copies or through registers. Staged through registers: 4 for `f32` masks up to
-/// 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), else 1, where
-/// the sums of more rows spilled registers. By asynchronous copies, which hold no staged
-/// values in registers: 8 for `f32` masks up to 3 slices deep, 2 for deeper ones (4 spilled).
+/// 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), 8 for `f64`
+/// masks one slice deep (one sum a row), else 1, where the sums of more rows spilled
+/// registers. By asynchronous copies, which hold no staged values in registers: 8 for `f32`
+/// masks up to 3 slices deep, 2 for deeper ones (4 spilled).
 pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
-    match (side > 0 && bytes == 4, depth <= 3, asynchronous) {
-        (true, true, true) => 8,
-        (true, true, false) => 4,
-        (true, false, true) => 2,
+    if side == 0 {
+        return 1;
+    }
+    match (bytes, depth, asynchronous) {
+        (4, ..=3, true) => 8,
+        (4, ..=3, false) => 4,
+        (4, _, true) => 2,
+        (8, 1, false) => 8,
         _ => 1,
     }
 }

@@ -195,14 +195,15 @@ pub struct Volume<T = f32> {
     height: u64,
     width: u64,
     channels: u64,
+    pitch: u64,
     mode: u32,
     cval: T,
 }
 
 impl<T: Real> Volume<T> {
     /// # Safety
-    /// `data` points to `depth * height * width * channels` readable `T`, every dimension at
-    /// least 1, for the kernel's lifetime.
+    /// `data` points to `depth * height` rows of `width * channels` readable `T`, `pitch`
+    /// apart, every dimension at least 1, for the kernel's lifetime.
     #[inline(always)]
     pub unsafe fn new(data: *const T, p: &crate::abi::Conv3dParams) -> Self {
         Self {
@@ -211,6 +212,7 @@ impl<T: Real> Volume<T> {
             height: p.height,
             width: p.width,
             channels: p.channels,
+            pitch: p.pitch,
             mode: p.mode,
             cval: T::from_f32(p.cval),
         }
@@ -220,8 +222,7 @@ impl<T: Real> Volume<T> {
     /// constant ghost cells.
     #[inline(always)]
     pub fn slice(self, z: i64) -> Option<u64> {
-        fold_axis(z, self.depth, self.mode)
-            .map(|z| z as u64 * self.height * self.width * self.channels)
+        fold_axis(z, self.depth, self.mode).map(|z| z as u64 * self.height * self.pitch)
     }
 
     /// Offset within a slice of element `element` (= `x * channels + c`) of row `y` (either
@@ -238,7 +239,7 @@ impl<T: Real> Volume<T> {
             let c = (element - x * channels) as u64;
             fold_axis(x, self.width, self.mode)? as u64 * self.channels + c
         };
-        Some(y * row_elements + element)
+        Some(y * self.pitch + element)
     }
 
     /// The address of the element at a slice from [`Volume::slice`] and an offset from

@@ -16,9 +16,11 @@
 //! shifts. Every input element is read from device memory about once (halos come from L2).
 //!
 //! Mask shapes compiled in (`SIDE`, `DEPTH` > 0: 3 x 3 x 3, 5 x 5 x 5 (`f32`), and 1 x 3 x 3 and
-//! 1 x 5 x 5 for batches) unroll every loop, each tap a constant-memory operand of its
-//! multiply-add, `conv3d_rows` rows a thread (in `f32` up to 3 slices deep: 4 staged through
-//! registers, 8 by asynchronous copies; 2 at 5 x 5 x 5 by asynchronous copies). Other shapes
+//! 1 x 5 x 5 for batches and, in `f64`, for 2D images as one slice) unroll every loop, each
+//! tap a constant-memory operand of its multiply-add, `conv3d_rows` rows a thread (in `f32` up
+//! to 3 slices deep: 4 staged through registers, 8 by asynchronous copies; 2 at 5 x 5 x 5 by
+//! asynchronous copies; 8 in `f64` one slice deep). A block whose tile and halo lie inside
+//! the slice stages them without folding by the boundary mode. Other shapes
 //! read their extents at run time, one row a thread, the taps from global memory, masks up to
 //! `CONV3D_RING` slices deep; the host runs deeper ones as several launches, each adding its
 //! slices' share (`p.accumulate`).
@@ -59,12 +61,14 @@ const GHOST: u32 = u32::MAX;
 /// The 3D design (see the module's doc).
 ///
 /// # Safety
-/// `input` and `output` hold `depth * height * width * channels >= 1` elements and do not
+/// `input` and `output` hold `depth * height >= 1` rows of `width * channels >= 1` elements,
+/// `p.pitch` apart, a slice (`height * pitch` elements) under `2^32 - 1` elements, and do not
 /// overlap; `mask` holds the launch's `mask_d * mask_h * mask_w` taps; `p.x_tiles` and
 /// `p.y_tiles` count tiles of 32 elements and `8 ROWS` rows, the grid covers the slices in
 /// steps of `p.slices >= 1`; a 256-thread launch with
 /// `conv3d_shared_elements(slices, ROWS, mask_h, mask_w, channels) * size_of::<T>()` bytes of
-/// shared memory (`slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2); `mask_d <= RING`; for
+/// shared memory (`slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2, or 1 where a block
+/// stages one slice, `p.slices + mask_d = 2`); `mask_d <= RING`; for
 /// `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH = RING`; `ASYNC` only on sm_80 or
 /// later.
 #[inline(always)]
@@ -96,6 +100,19 @@ unsafe fn tiled<
     let volume = unsafe { Volume::new(input, p) };
     let first_e = e0 as i64 - (p.left * p.channels) as i64;
     let first_y = y0 as i64 - p.top as i64;
+    // The same in the whole block: the tile and its halo lie inside the slice, so staged
+    // element `(r, e)` sits at a fixed offset, without folding by the boundary mode.
+    let interior = first_y >= 0
+        && first_y as u64 + staged_h <= p.height
+        && first_e >= 0
+        && first_e as u64 + staged_w <= row_elements;
+    let in_slice = |r: u32, e: u32| {
+        if interior {
+            Some((first_y as u64 + u64::from(r)) * p.pitch + first_e as u64 + u64::from(e))
+        } else {
+            volume.in_slice(first_y + i64::from(r), first_e + i64::from(e))
+        }
+    };
     let compiled = |size: u32, runtime: u64| if size > 0 { size } else { runtime as u32 };
     let (mask_d, mask_h, mask_w) = (
         compiled(DEPTH, p.mask_d),
@@ -139,11 +156,8 @@ unsafe fn tiled<
     let mut rest = first;
     for (offset, target) in offsets.iter_mut().zip(&mut targets).take(ahead_count) {
         if u64::from(rest.row) < staged_h {
-            let (r, e) = (i64::from(rest.row), i64::from(rest.column));
-            // Offsets within a slice fit 32 bits: a slice of 2^32 elements is 16 GiB of `f32`.
-            *offset = volume
-                .in_slice(first_y + r, first_e + e)
-                .map_or(GHOST, |o| o as u32);
+            // Offsets within a slice fit 32 bits (caller).
+            *offset = in_slice(rest.row, rest.column).map_or(GHOST, |o| o as u32);
             // A buffer is at most the shared memory of a block.
             *target = (rest.row * row_words + rest.column) * size_of::<T>() as u32;
         }
@@ -169,12 +183,7 @@ unsafe fn tiled<
             walk.advance();
         }
         let base = slice(s);
-        let load = |r: u32, e: u32| {
-            volume.at(
-                base,
-                volume.in_slice(first_y + i64::from(r), first_e + i64::from(e)),
-            )
-        };
+        let load = |r: u32, e: u32| volume.at(base, in_slice(r, e));
         rest.stage(staged_h as u32, load, store);
     };
     // Starts copying slice `s` into its buffer without passing through registers (ghost
@@ -205,10 +214,11 @@ unsafe fn tiled<
             }
             let mut walk = rest;
             while u64::from(walk.row) < staged_h {
-                let (r, e) = (i64::from(walk.row), i64::from(walk.column));
-                let in_slice = volume.in_slice(first_y + r, first_e + e);
                 let target = (walk.row * row_words + walk.column) * size_of::<T>() as u32;
-                copy(buffer_start + target, volume.address(base, in_slice));
+                copy(
+                    buffer_start + target,
+                    volume.address(base, in_slice(walk.row, walk.column)),
+                );
                 walk.advance();
             }
         }
@@ -273,7 +283,7 @@ unsafe fn tiled<
             for (r, &sum) in sums[0].iter().enumerate() {
                 let y = first_row + r as u64;
                 if y < p.height {
-                    let at = ((z * p.height + y) * row_elements + e) as usize;
+                    let at = ((z * p.height + y) * p.pitch + e) as usize;
                     let total = if p.accumulate != 0 {
                         // SAFETY: `z`, `y` and `e` lie inside the volume; this thread alone
                         // writes the element.

@@ -6,8 +6,10 @@ use super::register_tiled::STREAM_ENTRY_POINTS;
 use super::separable::Along;
 use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
 use crate::abi::{
-    Conv2dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH, WIDE_MASK_WIDTHS,
+    Conv2dParams, Conv3dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH,
+    WIDE_MASK_WIDTHS,
 };
+use crate::conv3d::image;
 use crate::device_array::DeviceDim;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
@@ -236,6 +238,28 @@ pub(super) unsafe fn enqueue2d<R: DeviceRepr>(
     mask: Option<&CudaSlice<R>>,
     output: &mut CudaViewMut<'_, u8>,
 ) -> Result<()> {
+    if image::runs_as_slice(plan) {
+        let volume = image::slice_params(&grid.params, (grid.blocks_x, grid.blocks_y));
+        let blocks = grid.blocks_x * grid.blocks_y;
+        let taps = mask.map(CudaSlice::as_view);
+        // SAFETY: the 3D kernel over the image as one slice (`slice_params`), its blocks the
+        // grid's tiles and its shared memory the plan's; buffers, mask and stream order as the
+        // caller's contract says.
+        return unsafe {
+            session.launch_volume(
+                stream,
+                plan.entry_point,
+                (blocks, u64::from(grid.shared_memory_bytes)),
+                taps.as_ref(),
+                |block_offset| Conv3dParams {
+                    block_offset,
+                    ..volume
+                },
+                input,
+                output,
+            )
+        };
+    }
     for_each_grid(grid.blocks_y, grid.max_grid_y, |offset, count| {
         let (config, params) = grid.grid(offset, count);
         // SAFETY: the grid meets the conv2d kernels' contract (`Grid2d::grid`), and the

@@ -328,7 +328,8 @@ impl Engine {
     }
 
     /// The plan of an oriented mask of the real type `R` on an image of `(height, width,
-    /// channels)`: every design for `f32`, the textbook designs for `f64`.
+    /// channels)`: every design for `f32`; for `f64`, the 3D design one slice deep for square
+    /// masks of 3 and 5 taps (as `RegisterTiled`), else the textbook designs.
     fn plan2d_real<R: Real>(
         &self,
         mask: &Mask2d<R>,
@@ -338,13 +339,21 @@ impl Engine {
     ) -> Result<LaunchPlan> {
         match (mask as &dyn Any).downcast_ref::<Mask2d<f32>>() {
             Some(mask) => self.plan_oriented(mask, image, options, native),
-            None => textbook::plan_f64(
+            None => match crate::conv3d::image::plan(
                 self.device(),
                 (mask.rows, mask.cols),
-                image.2.max(1),
+                image,
                 options.kernel,
-                options.tile,
-            ),
+            ) {
+                Some(plan) => Ok(plan),
+                None => textbook::plan_f64(
+                    self.device(),
+                    (mask.rows, mask.cols),
+                    image.2.max(1),
+                    options.kernel,
+                    options.tile,
+                ),
+            },
         }
     }
 

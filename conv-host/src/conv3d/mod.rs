@@ -1,6 +1,8 @@
 //! 3D correlation of volumes (and of batches of images, with a mask one slice deep) on the
 //! device. Mirrors `conv-kernels/src/conv3d.rs`.
 
+pub(crate) mod image;
+mod launch;
 pub(crate) mod reference;
 
 use crate::abi::{
@@ -11,9 +13,8 @@ use crate::conv2d::Mask2d;
 use crate::element::Real;
 use crate::error::{ConvError, Result};
 use crate::options::BoundaryMode;
-use crate::plan::for_each_grid;
 use crate::session::Session;
-use cudarc::driver::{CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaView, CudaViewMut, DeviceRepr};
 
 // SAFETY: `Conv3dParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
 // the kernels declare their by-value parameter (it is the same source file).
@@ -157,7 +158,6 @@ impl Session<'_> {
         let z_tiles = depth.div_ceil(slices);
         let [front, top, left] = mask.anchors.map(|n| n as u64);
         let slice_taps = (mask_h * mask_w) as usize;
-        let max_grid = u64::from(self.device().max_grid_dim.0);
         // One launch per `ring` mask slices; the later ones add to the output, and only the
         // last clamps.
         for first_slice in (0..mask_d).step_by(ring as usize) {
@@ -168,6 +168,7 @@ impl Session<'_> {
                 height,
                 width,
                 channels,
+                pitch: width * channels,
                 mask_d: chunk_d,
                 mask_h,
                 mask_w,
@@ -187,31 +188,22 @@ impl Session<'_> {
             let chunk_taps = device_mask
                 .as_ref()
                 .map(|taps| taps.slice(first_slice as usize * slice_taps..));
-            for_each_grid(x_tiles * y_tiles * z_tiles, max_grid, |offset, count| {
-                let config = LaunchConfig {
-                    grid_dim: (count as u32, 1, 1),
-                    block_dim: (CONV3D_THREADS.0 * CONV3D_THREADS.1, 1, 1),
-                    shared_mem_bytes: shared as u32,
-                };
-                let p = params(offset);
-                // SAFETY: both buffers hold the volume's elements of `R` (checked above; the
-                // callers pass distinct buffers); the chunk's taps are in `chunk_taps` or, for
-                // compiled shapes, in MASK (written above on this stream), `chunk_d <= ring`;
-                // `p` describes the volume, this grid's blocks and tiles of `rows` rows a
-                // thread; 256 threads with the staged slices' shared memory, within the
-                // device's limit (checked above).
-                unsafe {
-                    self.launch_async(self.stream(), entry_point, config, |args| {
-                        args.arg(input);
-                        match &chunk_taps {
-                            Some(taps) => args.arg(taps),
-                            None => args.arg(input),
-                        };
-                        args.arg(&mut *output);
-                        args.arg(&p);
-                    })
-                }
-            })?;
+            // SAFETY: both buffers hold the volume's elements of `R` (checked above; the
+            // callers pass distinct buffers); the chunk's taps are in `chunk_taps` or, for
+            // compiled shapes, in MASK (written above on this stream), `chunk_d <= ring`;
+            // `params` describes the volume, its blocks and tiles of `rows` rows a thread;
+            // the staged slices' shared memory, within the device's limit (checked above).
+            unsafe {
+                self.launch_volume(
+                    self.stream(),
+                    entry_point,
+                    (x_tiles * y_tiles * z_tiles, shared),
+                    chunk_taps.as_ref(),
+                    params,
+                    input,
+                    output,
+                )
+            }?;
         }
         Ok(())
     }

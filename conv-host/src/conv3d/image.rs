@@ -1,0 +1,88 @@
+//! 2D `f64` images through the 3D design: an image is a volume one slice deep, a 2D mask a
+//! mask one slice deep. Its kernels for square masks of 3 and 5 taps in `f64` compute 8 rows a
+//! thread, reusing every staged value for the sums of all the rows it reaches, where the
+//! textbook designs (the other `f64` kernels) compute one output a thread and read every tap
+//! from shared memory (PERFORMANCE.md: element types).
+
+use crate::abi::{CONV3D_THREADS, Conv2dParams, Conv3dParams, conv3d_rows, conv3d_shared_elements};
+use crate::device::DeviceInfo;
+use crate::device_array::PITCH_ALIGNMENT;
+use crate::options::Kernel;
+use crate::plan::LaunchPlan;
+
+/// The `f64` kernels of the 3D design for square masks one slice deep, by side.
+const F64_SLICE_ENTRY_POINTS: [(usize, &str); 2] =
+    [(3, "conv3d_tiled_m1x3_f64"), (5, "conv3d_tiled_m1x5_f64")];
+
+/// The plan of the 3D design for a 2D `f64` image of `(height, width, channels)` and a mask of
+/// `(rows, cols)`, where `kernel` is `Auto` or `RegisterTiled`, a kernel is compiled for the
+/// mask, the staged tile fits the device's shared memory and the image's offsets fit the
+/// kernel's 32 bits; `None` otherwise. The plan names `RegisterTiled`: each thread keeps the
+/// sums of several rows and reuses each value it reads for all of them.
+pub(crate) fn plan(
+    device: &DeviceInfo,
+    (rows, cols): (usize, usize),
+    (height, width, channels): (usize, usize, usize),
+    kernel: Kernel,
+) -> Option<LaunchPlan> {
+    if !matches!(kernel, Kernel::Auto | Kernel::RegisterTiled) || rows != cols {
+        return None;
+    }
+    let &(_, entry_point) = F64_SLICE_ENTRY_POINTS
+        .iter()
+        .find(|&&(side, _)| side == rows)?;
+    let side = rows as u64;
+    let thread_rows = conv3d_rows(1, side, 8, false);
+    let shared = conv3d_shared_elements(1, thread_rows, side, side, channels.max(1) as u64) * 8;
+    let pitch = width
+        .checked_mul(channels.max(1))?
+        .checked_next_multiple_of(PITCH_ALIGNMENT)?;
+    let offsets_fit = height
+        .checked_mul(pitch)
+        .is_some_and(|slice| slice < u32::MAX as usize);
+    if shared > u64::from(device.max_shared_memory_per_block) || !offsets_fit {
+        return None;
+    }
+    Some(LaunchPlan {
+        kernel: Kernel::RegisterTiled,
+        entry_point,
+        block: (CONV3D_THREADS.0 * CONV3D_THREADS.1, 1),
+        output_tile: (CONV3D_THREADS.0, CONV3D_THREADS.1 * thread_rows as u32),
+        shared_memory_bytes: shared as u32,
+        mask_in_constant_memory: true,
+    })
+}
+
+/// Whether `plan` runs the 3D design on a 2D image.
+pub(crate) fn runs_as_slice(plan: &LaunchPlan) -> bool {
+    F64_SLICE_ENTRY_POINTS
+        .iter()
+        .any(|&(_, name)| name == plan.entry_point)
+}
+
+/// The 3D parameters of the 2D launch `p` over `tiles` (tiles along a row, down the rows) of
+/// a plan of [`plan`]: one slice, one slice a block, the mask one slice deep.
+pub(crate) fn slice_params(p: &Conv2dParams, (x_tiles, y_tiles): (u64, u64)) -> Conv3dParams {
+    Conv3dParams {
+        depth: 1,
+        height: u64::from(p.height),
+        width: u64::from(p.width),
+        channels: u64::from(p.channels),
+        pitch: p.pitch,
+        mask_d: 1,
+        mask_h: u64::from(p.mask_h),
+        mask_w: u64::from(p.mask_w),
+        front: 0,
+        top: u64::from(p.top),
+        left: u64::from(p.left),
+        x_tiles,
+        y_tiles,
+        slices: 1,
+        block_offset: 0,
+        mode: p.mode,
+        cval: p.cval,
+        clamp_lo: p.clamp_lo,
+        clamp_hi: p.clamp_hi,
+        accumulate: 0,
+    }
+}
