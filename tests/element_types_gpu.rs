@@ -1,9 +1,9 @@
 //! Element types on the GPU against the f64 reference: `u8`, `u16`, `f16` and `bf16` images
 //! (widened to `f32` on the device, filtered by every design, narrowed back), their `f32`
-//! outputs, and `f64` images filtered in `f64` by the textbook and register-tiled designs; the streaming kernels
-//! that read and write narrow types themselves, host -> host, banded and on device arrays;
-//! banded runs whose constant ghost rows the input type cannot hold; typed errors for designs
-//! without an `f64` kernel.
+//! outputs, and `f64` images filtered in `f64` by the textbook and register-tiled designs; the
+//! streaming kernels that read and write narrow types themselves, host -> host, banded and on
+//! device arrays; banded runs whose constant ghost rows the input type cannot hold; typed
+//! errors for designs without an `f64` kernel.
 
 mod common;
 
@@ -167,8 +167,8 @@ fn f64_images_match_the_reference_to_1e_12() {
     );
 }
 
-/// `f64` images through the register-tiled design (the 3D kernels one slice deep, 8 rows a
-/// thread): square masks of 3 and 5 taps named or chosen by `Auto`, every mode, 1 to 7
+/// `f64` images through the register-tiled design (the 3D kernels one slice deep, 8 or 4 rows
+/// a thread): square masks of 3 and 5 taps named or chosen by `Auto`, every mode, 1 to 7
 /// channels, images smaller than the mask and taller than several tiles, random origins,
 /// convolution and the clamp; host -> host in one buffer and in bands (a device-memory cap),
 /// and from one device array into another.

@@ -103,8 +103,8 @@ pub enum Kernel {
     /// 1D, one per five SMs for the wide 2D design), where a textbook design is faster, and where
     /// [`RegisterTiledTma`](Kernel::RegisterTiledTma) applies and is faster. In `f64` it runs
     /// square masks of 3 and 5 taps on the 3D design's kernels, an image a volume one slice
-    /// deep: 8 rows a thread, each staged value added into every row's sum it reaches; `Auto`
-    /// picks it for those masks.
+    /// deep: 8 or 4 rows a thread, each staged value added into every row's sum it reaches;
+    /// `Auto` picks it for those masks.
     RegisterTiled,
     /// 2D masks of rank 1 (`mask[i][j] = column[i] * row[j]`, such as Gaussian and box masks):
     /// one fused kernel filters along the rows into shared memory, then down the columns, so an

@@ -637,10 +637,10 @@ pub const CONV3D_RING: usize = 8;
 /// Rows each thread of a 3D kernel computes, for a compiled `depth x side x side` mask
 /// (`side = 0`: shapes read at run time) over elements of `bytes` bytes, staged by
 /// asynchronous copies or through registers. Staged through registers: 4 for `f32` masks up to
-/// 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), 8 for `f64`
-/// masks one slice deep (one sum a row), else 1, where the sums of more rows spilled
-/// registers. By asynchronous copies, which hold no staged values in registers: 8 for `f32`
-/// masks up to 3 slices deep, 2 for deeper ones (4 spilled).
+/// 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), for `f64`
+/// masks one slice deep (one sum a row) 8 at 1 x 3 x 3 and 4 at 1 x 5 x 5, else 1,
+/// where the sums of more rows spilled registers. By asynchronous copies, which hold no staged
+/// values in registers: 8 for `f32` masks up to 3 slices deep, 2 for deeper ones (4 spilled).
 pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
     if side == 0 {
         return 1;
@@ -649,7 +649,8 @@ pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) 
         (4, ..=3, true) => 8,
         (4, ..=3, false) => 4,
         (4, _, true) => 2,
-        (8, 1, false) => 8,
+        (8, 1, false) if side <= 3 => 8,
+        (8, 1, false) => 4,
         _ => 1,
     }
 }

@@ -1,8 +1,8 @@
 //! 2D `f64` images through the 3D design: an image is a volume one slice deep, a 2D mask a
-//! mask one slice deep. Its kernels for square masks of 3 and 5 taps in `f64` compute 8 rows a
-//! thread, reusing every staged value for the sums of all the rows it reaches, where the
-//! textbook designs (the other `f64` kernels) compute one output a thread and read every tap
-//! from shared memory (PERFORMANCE.md: element types).
+//! mask one slice deep. Its kernels for square masks of 3 and 5 taps in `f64` compute 8 and 4
+//! rows a thread, reusing every staged value for the sums of all the rows it reaches, where
+//! the textbook designs (the other `f64` kernels) compute one output a thread and read every
+//! tap from shared memory (PERFORMANCE.md: element types).
 
 use crate::abi::{CONV3D_THREADS, Conv2dParams, Conv3dParams, conv3d_rows, conv3d_shared_elements};
 use crate::device::DeviceInfo;
