@@ -121,7 +121,7 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
     // And nothing in the PTX is left unlaunched.
     assert_eq!(names.len(), ENTRY_RANGES.len());
     // The same for the sm_90 PTX: the tensor-copy kernels and the 3D ones staged by
-    // asynchronous copies.
+    // asynchronous copies (volumes, and `f64` images).
     let tensor_copies: Vec<&str> = crate::conv2d::SEPARABLE_TMA_ENTRY_POINTS
         .iter()
         .map(|&(_, name)| name)
@@ -135,6 +135,7 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
                 .iter()
                 .map(|&(_, name)| name),
         )
+        .chain(crate::conv3d::image::async_entry_points())
         .collect();
     for name in &tensor_copies {
         assert!(

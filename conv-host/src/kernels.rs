@@ -86,7 +86,8 @@ mod tests {
             .map(|&(name, _, _)| name)
             .collect();
         let streaming = crate::abi::STREAM_MASKS.len() * crate::abi::REGISTER_CHANNELS.len();
-        let asynchronous = crate::conv3d::ASYNC_ENTRY_POINTS.len();
+        let asynchronous = crate::conv3d::ASYNC_ENTRY_POINTS.len()
+            + crate::conv3d::image::async_entry_points().count();
         assert_eq!(
             names.len(),
             crate::abi::SEPARABLE_MASKS.len() + streaming + asynchronous

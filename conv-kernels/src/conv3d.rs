@@ -19,8 +19,11 @@
 //! 1 x 5 x 5 for batches and, in `f64`, for 2D images as one slice) unroll every loop, each
 //! tap a constant-memory operand of its multiply-add, `conv3d_rows` rows a thread (in `f32` up
 //! to 3 slices deep: 4 staged through registers, 8 by asynchronous copies; 2 at 5 x 5 x 5 by
-//! asynchronous copies; 8 in `f64` one slice deep). A block whose tile and halo lie inside
-//! the slice stages them without folding by the boundary mode. Other shapes
+//! asynchronous copies; 8 and 4 in `f64` one slice deep, 8 by asynchronous copies). A block
+//! whose tile and halo lie inside the slice stages them without folding by the boundary mode.
+//! The `f64` kernels for 2D images staged by asynchronous copies (`DOWN_ROWS`) walk a block
+//! down several tiles of the one slice, one a step as other blocks walk slices, so that three
+//! tiles' copies are in flight while it computes one. Other shapes
 //! read their extents at run time, one row a thread, the taps from global memory, masks up to
 //! `CONV3D_RING` slices deep; the host runs deeper ones as several launches, each adding its
 //! slices' share (`p.accumulate`).
@@ -36,8 +39,8 @@ use crate::abi::{
 use crate::boundary::Volume;
 use crate::element::Real;
 use crate::gpu::{
-    ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, commit_async_copies,
-    div_rem, element_at, sync_threads, thread_idx_x, wait_async_copies,
+    ConstantOperands, GlobalMask, Mask, RegisterMask, SharedTile, Walk, block_idx_x,
+    commit_async_copies, div_rem, element_at, sync_threads, thread_idx_x, wait_async_copies,
 };
 
 const THREADS_X: u64 = CONV3D_THREADS.0 as u64;
@@ -69,8 +72,10 @@ const GHOST: u32 = u32::MAX;
 /// `conv3d_shared_elements(slices, ROWS, mask_h, mask_w, channels) * size_of::<T>()` bytes of
 /// shared memory (`slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2, or 1 where a block
 /// stages one slice, `p.slices + mask_d = 2`); `mask_d <= RING`; for
-/// `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH = RING`; `ASYNC` only on sm_80 or
-/// later.
+/// `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH = RING`; for `CHANNELS > 0`,
+/// `channels = CHANNELS`; `ASYNC` only on sm_80 or later. `DOWN_ROWS` (a block walks down
+/// the rows of one slice: `depth = mask_d = 1`): `p.y_tiles` counts groups of `p.slices` tiles
+/// of `8 ROWS` rows, a block's steps, each staged as a slice is.
 #[inline(always)]
 unsafe fn tiled<
     T: Real,
@@ -80,6 +85,8 @@ unsafe fn tiled<
     const RING: usize,
     const ROWS: usize,
     const ASYNC: bool,
+    const CHANNELS: u32,
+    const DOWN_ROWS: bool,
 >(
     input: *const T,
     mask: M,
@@ -87,47 +94,68 @@ unsafe fn tiled<
     p: &Conv3dParams,
 ) {
     const { assert!((SIDE == 0 && DEPTH == 0) || (SIDE > 0 && DEPTH as usize == RING)) };
+    const { assert!(!DOWN_ROWS || DEPTH == 1) };
     let tile_h = THREADS_Y * ROWS as u64;
     let (rest, x_tile) = div_rem(p.block_offset + block_idx_x(), p.x_tiles);
     let (z_tile, y_tile) = div_rem(rest, p.y_tiles);
-    let row_elements = p.width * p.channels;
-    let (e0, y0, z0) = (x_tile * THREADS_X, y_tile * tile_h, z_tile * p.slices);
+    let compiled = |size: u32, runtime: u64| if size > 0 { size } else { runtime as u32 };
+    // Compiled in, the channel count makes every window offset below an immediate.
+    let channels = compiled(CHANNELS, p.channels);
+    let row_elements = p.width * u64::from(channels);
+    // Walking down the rows, step `s` stages the tile `s` tiles below the block's first (in
+    // slice 0); otherwise the block's tile in slice `z0 + s`.
+    let (e0, y0, z0) = if DOWN_ROWS {
+        (x_tile * THREADS_X, y_tile * p.slices * tile_h, 0)
+    } else {
+        (x_tile * THREADS_X, y_tile * tile_h, z_tile * p.slices)
+    };
+    let step_rows = |s: u64| if DOWN_ROWS { s * tile_h } else { 0 };
     let tid = thread_idx_x();
     let (tx, ty) = ((tid % THREADS_X) as u32, (tid / THREADS_X) as u32);
-    let staged_w = conv3d_row_elements(p.mask_w, p.channels);
+    let staged_w = conv3d_row_elements(u64::from(compiled(SIDE, p.mask_w)), channels.into());
     let staged_h = tile_h + p.mask_h - 1;
     // SAFETY: `input` holds the volume (caller).
     let volume = unsafe { Volume::new(input, p) };
-    let first_e = e0 as i64 - (p.left * p.channels) as i64;
-    let first_y = y0 as i64 - p.top as i64;
-    // The same in the whole block: the tile and its halo lie inside the slice, so staged
-    // element `(r, e)` sits at a fixed offset, without folding by the boundary mode.
-    let interior = first_y >= 0
-        && first_y as u64 + staged_h <= p.height
-        && first_e >= 0
-        && first_e as u64 + staged_w <= row_elements;
-    let in_slice = |r: u32, e: u32| {
-        if interior {
-            Some((first_y as u64 + u64::from(r)) * p.pitch + first_e as u64 + u64::from(e))
-        } else {
-            volume.in_slice(first_y + i64::from(r), first_e + i64::from(e))
+    let first_e = e0 as i64 - (p.left * u64::from(channels)) as i64;
+    // The offset within its slice of staged element `(r, e)` of step `s`, folded by the mode
+    // (`None`: a constant ghost cell). The same in the whole block: where the tile and its
+    // halo lie inside the slice, elements sit at fixed offsets, without folding.
+    let placer = |s: u64| {
+        let first_y = (y0 + step_rows(s)) as i64 - p.top as i64;
+        let interior = first_y >= 0
+            && first_y as u64 + staged_h <= p.height
+            && first_e >= 0
+            && first_e as u64 + staged_w <= row_elements;
+        move |r: u32, e: u32| {
+            if interior {
+                Some((first_y as u64 + u64::from(r)) * p.pitch + first_e as u64 + u64::from(e))
+            } else {
+                volume.in_slice(first_y + i64::from(r), first_e + i64::from(e))
+            }
         }
     };
-    let compiled = |size: u32, runtime: u64| if size > 0 { size } else { runtime as u32 };
     let (mask_d, mask_h, mask_w) = (
         compiled(DEPTH, p.mask_d),
         compiled(SIDE, p.mask_h),
         compiled(SIDE, p.mask_w),
     );
-    let (channels, row_words) = (p.channels as u32, staged_w as u32);
-    let outputs = (p.depth - z0).min(p.slices);
+    let row_words = staged_w as u32;
+    let outputs = if DOWN_ROWS {
+        (p.height - y0).div_ceil(tile_h).min(p.slices)
+    } else {
+        (p.depth - z0).min(p.slices)
+    };
     let slices = outputs + u64::from(mask_d) - 1;
     let buffer = staged_w * staged_h;
     // Staged slice `s` sits in buffer `s mod buffers`.
     let buffers = if ASYNC { CONV3D_ASYNC_SLICES } else { 2 };
     let buffer_of = |s: u64| (s % buffers) * buffer;
-    // The volume's offset of staged slice `s`, folded by the mode (`None`: constant ghosts).
-    let slice = |s: u64| volume.slice((z0 + s) as i64 - p.front);
+    // The volume's offset of the slice of step `s`, folded by the mode (`None`: constant
+    // ghosts).
+    let slice = |s: u64| {
+        let z = if DOWN_ROWS { z0 } else { z0 + s };
+        volume.slice(z as i64 - p.front)
+    };
     let storer = |s: u64| {
         let base = buffer_of(s);
         // SAFETY: row `r < staged_h`, element `e < staged_w`, buffer below `buffers`: inside
@@ -138,8 +166,9 @@ unsafe fn tiled<
     };
     // Compiled mask shapes keep the places of their whole slice's elements (up to 4
     // channels) in `f32` and of two in `f64`, shapes read at run time two in `f32` and none
-    // in `f64`: more spilled registers.
+    // in `f64`: more spilled registers. Walking down the rows, the places move with each step.
     let ahead_count = match (SIDE, size_of::<T>()) {
+        _ if DOWN_ROWS => 0,
         (0, 8) => 0,
         (0, _) | (_, 8) => 2,
         _ => AHEAD.min(staged_per_thread(SIDE, ROWS)),
@@ -157,7 +186,7 @@ unsafe fn tiled<
     for (offset, target) in offsets.iter_mut().zip(&mut targets).take(ahead_count) {
         if u64::from(rest.row) < staged_h {
             // Offsets within a slice fit 32 bits (caller).
-            *offset = in_slice(rest.row, rest.column).map_or(GHOST, |o| o as u32);
+            *offset = placer(0)(rest.row, rest.column).map_or(GHOST, |o| o as u32);
             // A buffer is at most the shared memory of a block.
             *target = (rest.row * row_words + rest.column) * size_of::<T>() as u32;
         }
@@ -182,7 +211,7 @@ unsafe fn tiled<
             }
             walk.advance();
         }
-        let base = slice(s);
+        let (base, in_slice) = (slice(s), placer(s));
         let load = |r: u32, e: u32| volume.at(base, in_slice(r, e));
         rest.stage(staged_h as u32, load, store);
     };
@@ -191,7 +220,7 @@ unsafe fn tiled<
     // the group is empty, so that slice `s`'s group is always the oldest of `buffers - 1`.
     let begin_async = |s: u64| {
         if s < slices {
-            let base = slice(s);
+            let (base, in_slice) = (slice(s), placer(s));
             let buffer_start =
                 SharedTile::address32(0) + (buffer_of(s) * size_of::<T>() as u64) as u32;
             // SAFETY: `source` lies in the volume (`Volume::address`); `target` inside the
@@ -227,6 +256,10 @@ unsafe fn tiled<
     // `sums[j][r]`: row `r`'s sum of the output slice that staged slice `s` meets through
     // mask slice `mask_d - 1 - j`.
     let mut sums = [[T::ZERO; ROWS]; RING];
+    // Walking down the rows, a compiled mask (one slice deep) adds a row's odd columns of taps
+    // into a second sum (`odd`): each row has two chains of dependent multiply-adds, each half
+    // as long.
+    let split = DOWN_ROWS && SIDE > 0;
     let e = e0 + u64::from(tx);
     let first_row = y0 + u64::from(ty) * ROWS as u64;
     let window_rows = ROWS as u32 + mask_h - 1;
@@ -254,6 +287,7 @@ unsafe fn tiled<
             ahead = load_ahead(s + 1);
         }
         let base = buffer_of(s);
+        let mut odd = [T::ZERO; ROWS];
         for i in 0..window_rows {
             let row = base + u64::from((ty * ROWS as u32 + i) * row_words + tx);
             for dx in 0..mask_w {
@@ -271,15 +305,31 @@ unsafe fn tiled<
                         }
                         let dz = mask_d - 1 - j as u32;
                         let tap = mask.tap(u64::from((dz * mask_h + dy) * mask_w + dx));
-                        ring[r] = T::fma(tap, value, ring[r]);
+                        let sum = if split && dx % 2 == 1 {
+                            &mut odd[r]
+                        } else {
+                            &mut ring[r]
+                        };
+                        *sum = T::fma(tap, value, *sum);
                     }
                 }
             }
         }
-        // The oldest sum in flight is complete: output slice `s - (mask_d - 1)`.
+        // The oldest sum in flight is complete: output slice `s - (mask_d - 1)`. Settled
+        // here, so that its multiply-adds interleave with the other rows' (`Real::settled`).
+        if split {
+            for (sum, &odd) in sums[0].iter_mut().zip(&odd) {
+                *sum = T::fma(T::from_f32(1.0), odd, *sum);
+            }
+        }
+        sums[0] = sums[0].map(T::settled);
         let k = s as i64 - i64::from(mask_d - 1);
         if k >= 0 && e < row_elements {
-            let z = z0 + k as u64;
+            let (z, first_row) = if DOWN_ROWS {
+                (z0, first_row + step_rows(k as u64))
+            } else {
+                (z0 + k as u64, first_row)
+            };
             for (r, &sum) in sums[0].iter().enumerate() {
                 let y = first_row + r as u64;
                 if y < p.height {
@@ -327,12 +377,23 @@ impl<T: Real> MaskAt<T> for GlobalMask<T> {
     }
 }
 
+impl<T: Real, const N: usize> MaskAt<T> for RegisterMask<T, N> {
+    /// Loads the `N` taps at `taps` into registers.
+    #[inline(always)]
+    fn at(taps: *const T) -> Self {
+        // SAFETY: the host passes the `N` taps of the launch's mask shape (`tiled`'s contract).
+        unsafe { RegisterMask::load(taps) }
+    }
+}
+
 /// Declares the 3D entry point `$name(input, mask, output, p)` over `$t` with the taps in
 /// `$mask` (`ConstantOperands`: in `MASK`, the pointer unused) for `[SIDE, DEPTH, RING, ROWS,
-/// ASYNC]` (`ASYNC`: staged by asynchronous copies, not through registers).
+/// ASYNC, CHANNELS, DOWN_ROWS]` (`ASYNC`: staged by asynchronous copies, not through
+/// registers; `CHANNELS`: 0, read at run time, or compiled in; `DOWN_ROWS`: a block walks down
+/// the rows of one slice).
 macro_rules! conv3d_entry_points {
-    ($($name:ident: $t:ty, $mask:ty, [$side:literal, $depth:literal, $ring:expr, $rows:expr, $async:literal]);+ $(;)?) => {$(
-        #[doc = concat!("The 3D design over `", stringify!($t), "` for masks ", $depth, " x ", $side, " x ", $side, " (0: shapes read at run time), asynchronous copies: ", $async, ".")]
+    ($($name:ident: $t:ty, $mask:ty, [$side:literal, $depth:literal, $ring:expr, $rows:expr, $async:literal, $channels:literal, $down_rows:literal]);+ $(;)?) => {$(
+        #[doc = concat!("The 3D design over `", stringify!($t), "` for masks ", $depth, " x ", $side, " x ", $side, " (0: shapes read at run time), asynchronous copies: ", $async, ", channels: ", $channels, " (0: read at run time), walking down the rows: ", $down_rows, ".")]
         ///
         /// # Safety
         /// As `tiled`, the taps in `MASK` for `ConstantOperands`.
@@ -345,7 +406,7 @@ macro_rules! conv3d_entry_points {
         ) {
             // SAFETY: forwarded contract.
             unsafe {
-                tiled::<$t, $mask, $side, $depth, { $ring }, { $rows as usize }, $async>(
+                tiled::<$t, $mask, $side, $depth, { $ring }, { $rows as usize }, $async, $channels, $down_rows>(
                     input,
                     <$mask as MaskAt<$t>>::at(mask),
                     output,
@@ -357,20 +418,27 @@ macro_rules! conv3d_entry_points {
 }
 
 conv3d_entry_points!(
-    conv3d_tiled: f32, GlobalMask<f32>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 4, false), false];
-    conv3d_tiled_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, false), false];
-    conv3d_tiled_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, false), false];
-    conv3d_tiled_m1x3: f32, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 4, false), false];
-    conv3d_tiled_m1x5: f32, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 4, false), false];
-    conv3d_tiled_f64: f64, GlobalMask<f64>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 8, false), false];
-    conv3d_tiled_m3_f64: f64, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 8, false), false];
-    conv3d_tiled_m1x3_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, false), false];
-    conv3d_tiled_m1x5_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8, false), false];
+    conv3d_tiled: f32, GlobalMask<f32>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 4, false), false, 0, false];
+    conv3d_tiled_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, false), false, 0, false];
+    conv3d_tiled_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, false), false, 0, false];
+    conv3d_tiled_m1x3: f32, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 4, false), false, 0, false];
+    conv3d_tiled_m1x5: f32, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 4, false), false, 0, false];
+    conv3d_tiled_f64: f64, GlobalMask<f64>, [0, 0, CONV3D_RING, conv3d_rows(0, 0, 8, false), false, 0, false];
+    conv3d_tiled_m3_f64: f64, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 8, false), false, 0, false];
+    conv3d_tiled_m1x3_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, false), false, 0, false];
+    conv3d_tiled_m1x5_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8, false), false, 0, false];
 );
 
-// Asynchronous copies need sm_80: these go to the sm_90 build.
+// Asynchronous copies need sm_80: these go to the sm_90 build. The `f64` kernels one slice
+// deep run 2D images, walking down the rows with the channel count compiled in.
 #[cfg(conv_hopper)]
 conv3d_entry_points!(
-    conv3d_tiled_async_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, true), true];
-    conv3d_tiled_async_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, true), true];
+    conv3d_tiled_async_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, true), true, 0, false];
+    conv3d_tiled_async_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, true), true, 0, false];
+    conv3d_tiled_async_m1x3_c1_f64: f64, RegisterMask<f64, 9>, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 1, true];
+    conv3d_tiled_async_m1x3_c3_f64: f64, RegisterMask<f64, 9>, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 3, true];
+    conv3d_tiled_async_m1x3_c4_f64: f64, RegisterMask<f64, 9>, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 4, true];
+    conv3d_tiled_async_m1x5_c1_f64: f64, RegisterMask<f64, 25>, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 1, true];
+    conv3d_tiled_async_m1x5_c3_f64: f64, RegisterMask<f64, 25>, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 3, true];
+    conv3d_tiled_async_m1x5_c4_f64: f64, RegisterMask<f64, 25>, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 4, true];
 );

@@ -51,6 +51,11 @@ pub trait Real: Element<Real = Self> + PartialOrd + Default {
     unsafe fn copy_to_shared_async(target: u64, source: *const Self);
     /// The square root, correctly rounded.
     fn sqrt(self) -> Self;
+    /// The value, computed here: a move that LLVM keeps in place, so that the instructions
+    /// computing the value stay before it instead of sinking into a branch that uses it (a
+    /// sum stored under a condition was computed there, as one chain of dependent
+    /// multiply-adds, apart from the other sums it could interleave with).
+    fn settled(self) -> Self;
 
     /// `self` limited to `[lo, hi]`. Written as comparisons, which are false for NaN, so NaN
     /// passes through.
@@ -119,6 +124,21 @@ macro_rules! real {
                     );
                 }
                 root
+            }
+
+            #[inline(always)]
+            fn settled(self) -> Self {
+                let value: $t;
+                // SAFETY: a register move. Not `pure`: LLVM neither moves nor drops it.
+                unsafe {
+                    asm!(
+                        concat!("mov.", $ptx, " {value}, {input};"),
+                        value = out($class) value,
+                        input = in($class) self,
+                        options(nomem, nostack),
+                    );
+                }
+                value
             }
 
             #[inline(always)]

@@ -239,11 +239,15 @@ pub(super) unsafe fn enqueue2d<R: DeviceRepr>(
     output: &mut CudaViewMut<'_, u8>,
 ) -> Result<()> {
     if image::runs_as_slice(plan) {
-        let volume = image::slice_params(&grid.params, (grid.blocks_x, grid.blocks_y));
-        let blocks = grid.blocks_x * grid.blocks_y;
+        let (volume, blocks) = image::launch_params(
+            plan,
+            &grid.params,
+            (grid.blocks_x, grid.blocks_y),
+            session.device().multiprocessor_count,
+        );
         let taps = mask.map(CudaSlice::as_view);
-        // SAFETY: the 3D kernel over the image as one slice (`slice_params`), its blocks the
-        // grid's tiles and its shared memory the plan's; buffers, mask and stream order as the
+        // SAFETY: the 3D kernel over the image as one slice (`launch_params`), its blocks
+        // those that cover the grid's tiles and its shared memory the plan's; buffers, mask and stream order as the
         // caller's contract says.
         return unsafe {
             session.launch_volume(

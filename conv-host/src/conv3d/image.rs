@@ -1,18 +1,44 @@
 //! 2D `f64` images through the 3D design: an image is a volume one slice deep, a 2D mask a
-//! mask one slice deep. Its kernels for square masks of 3 and 5 taps in `f64` compute 8 and 4
+//! mask one slice deep. Its kernels for square masks of 3 and 5 taps in `f64` compute several
 //! rows a thread, reusing every staged value for the sums of all the rows it reaches, where
 //! the textbook designs (the other `f64` kernels) compute one output a thread and read every
 //! tap from shared memory (PERFORMANCE.md: element types).
 
-use crate::abi::{CONV3D_THREADS, Conv2dParams, Conv3dParams, conv3d_rows, conv3d_shared_elements};
+use super::slices_per_block;
+use crate::abi::{
+    CONV3D_ASYNC_SLICES, CONV3D_THREADS, Conv2dParams, Conv3dParams, conv3d_rows,
+    conv3d_shared_elements,
+};
 use crate::device::DeviceInfo;
 use crate::device_array::PITCH_ALIGNMENT;
 use crate::options::Kernel;
 use crate::plan::LaunchPlan;
 
-/// The `f64` kernels of the 3D design for square masks one slice deep, by side.
+/// The `f64` kernels of the 3D design for square masks one slice deep, staged through
+/// registers, by side.
 const F64_SLICE_ENTRY_POINTS: [(usize, &str); 2] =
     [(3, "conv3d_tiled_m1x3_f64"), (5, "conv3d_tiled_m1x5_f64")];
+
+/// The same staged by asynchronous copies (compute capability 9.0 on), by side and channel
+/// count (compiled in): they hold no staged values in registers, which leaves room for 8 rows
+/// a thread at two blocks per SM, and a block walks down the rows, three tiles' copies in
+/// flight while it computes one.
+const F64_SLICE_ASYNC_ENTRY_POINTS: [(usize, usize, &str); 6] = [
+    (3, 1, "conv3d_tiled_async_m1x3_c1_f64"),
+    (3, 3, "conv3d_tiled_async_m1x3_c3_f64"),
+    (3, 4, "conv3d_tiled_async_m1x3_c4_f64"),
+    (5, 1, "conv3d_tiled_async_m1x5_c1_f64"),
+    (5, 3, "conv3d_tiled_async_m1x5_c3_f64"),
+    (5, 4, "conv3d_tiled_async_m1x5_c4_f64"),
+];
+
+/// The entry points of the sm_90 build among this module's kernels.
+#[cfg(test)]
+pub(crate) fn async_entry_points() -> impl Iterator<Item = &'static str> {
+    F64_SLICE_ASYNC_ENTRY_POINTS
+        .iter()
+        .map(|&(_, _, name)| name)
+}
 
 /// The plan of the 3D design for a 2D `f64` image of `(height, width, channels)` and a mask of
 /// `(rows, cols)`, where `kernel` is `Auto` or `RegisterTiled`, a kernel is compiled for the
@@ -28,12 +54,26 @@ pub(crate) fn plan(
     if !matches!(kernel, Kernel::Auto | Kernel::RegisterTiled) || rows != cols {
         return None;
     }
-    let &(_, entry_point) = F64_SLICE_ENTRY_POINTS
+    let copied = F64_SLICE_ASYNC_ENTRY_POINTS
         .iter()
-        .find(|&&(side, _)| side == rows)?;
+        .find(|&&(side, c, _)| side == rows && c == channels.max(1))
+        .filter(|_| device.compute_capability.0 >= 9);
+    let asynchronous = copied.is_some();
+    let entry_point = match copied {
+        Some(&(_, _, name)) => name,
+        None => {
+            F64_SLICE_ENTRY_POINTS
+                .iter()
+                .find(|&&(side, _)| side == rows)?
+                .1
+        }
+    };
     let side = rows as u64;
-    let thread_rows = conv3d_rows(1, side, 8, false);
-    let shared = conv3d_shared_elements(1, thread_rows, side, side, channels.max(1) as u64) * 8;
+    let thread_rows = conv3d_rows(1, side, 8, asynchronous);
+    // A block of the register staging computes one tile: one staged buffer.
+    let buffers = if asynchronous { CONV3D_ASYNC_SLICES } else { 1 };
+    let shared =
+        conv3d_shared_elements(buffers, thread_rows, side, side, channels.max(1) as u64) * 8;
     let pitch = width
         .checked_mul(channels.max(1))?
         .checked_next_multiple_of(PITCH_ALIGNMENT)?;
@@ -49,21 +89,40 @@ pub(crate) fn plan(
         block: (CONV3D_THREADS.0 * CONV3D_THREADS.1, 1),
         output_tile: (CONV3D_THREADS.0, CONV3D_THREADS.1 * thread_rows as u32),
         shared_memory_bytes: shared as u32,
-        mask_in_constant_memory: true,
+        // The kernels staged by asynchronous copies load the taps into registers.
+        mask_in_constant_memory: !asynchronous,
     })
 }
 
 /// Whether `plan` runs the 3D design on a 2D image.
 pub(crate) fn runs_as_slice(plan: &LaunchPlan) -> bool {
-    F64_SLICE_ENTRY_POINTS
+    let staged = F64_SLICE_ENTRY_POINTS.iter().map(|&(_, name)| name);
+    let copied = F64_SLICE_ASYNC_ENTRY_POINTS
         .iter()
-        .any(|&(_, name)| name == plan.entry_point)
+        .map(|&(_, _, name)| name);
+    staged.chain(copied).any(|name| name == plan.entry_point)
 }
 
-/// The 3D parameters of the 2D launch `p` over `tiles` (tiles along a row, down the rows) of
-/// a plan of [`plan`]: one slice, one slice a block, the mask one slice deep.
-pub(crate) fn slice_params(p: &Conv2dParams, (x_tiles, y_tiles): (u64, u64)) -> Conv3dParams {
-    Conv3dParams {
+/// The 3D parameters of the 2D launch `p` of a plan of [`plan`] over `tiles` (tiles along a
+/// row, down the rows) and the blocks it takes, one slice deep with a mask one slice deep. A
+/// kernel staged by asynchronous copies walks each block down several tiles (as many as a 3D
+/// block walks slices), the others compute one tile a block.
+pub(crate) fn launch_params(
+    plan: &LaunchPlan,
+    p: &Conv2dParams,
+    (x_tiles, y_tiles): (u64, u64),
+    multiprocessors: u32,
+) -> (Conv3dParams, u64) {
+    let walks = F64_SLICE_ASYNC_ENTRY_POINTS
+        .iter()
+        .any(|&(_, _, name)| name == plan.entry_point);
+    let steps = if walks {
+        slices_per_block(y_tiles, x_tiles, 1, multiprocessors)
+    } else {
+        1
+    };
+    let groups = y_tiles.div_ceil(steps);
+    let params = Conv3dParams {
         depth: 1,
         height: u64::from(p.height),
         width: u64::from(p.width),
@@ -76,13 +135,14 @@ pub(crate) fn slice_params(p: &Conv2dParams, (x_tiles, y_tiles): (u64, u64)) -> 
         top: u64::from(p.top),
         left: u64::from(p.left),
         x_tiles,
-        y_tiles,
-        slices: 1,
+        y_tiles: groups,
+        slices: steps,
         block_offset: 0,
         mode: p.mode,
         cval: p.cval,
         clamp_lo: p.clamp_lo,
         clamp_hi: p.clamp_hi,
         accumulate: 0,
-    }
+    };
+    (params, x_tiles * groups)
 }

@@ -35,7 +35,12 @@ pub(crate) struct Mask3d {
 /// Output slices per block: enough blocks for eight a multiprocessor, at most 32 slices (the
 /// ring's first `mask_d - 1` slices are staged for no output of their own) and at least
 /// `2 (mask_d - 1)`, so that those slices stay under a third of the staged ones.
-fn slices_per_block(depth: u64, plane_tiles: u64, mask_d: u64, multiprocessors: u32) -> u64 {
+pub(super) fn slices_per_block(
+    depth: u64,
+    plane_tiles: u64,
+    mask_d: u64,
+    multiprocessors: u32,
+) -> u64 {
     let target_blocks = u64::from(multiprocessors.max(1)) * 8;
     let spread = (depth * plane_tiles).div_ceil(target_blocks);
     spread.clamp(1, 32).max(2 * (mask_d - 1)).min(depth)
