@@ -238,9 +238,9 @@ fn long_ring(line: &str) -> bool {
 /// thread (sixteen registers in f64), the unrolled taps' loads and a batch of staged loads
 /// spilled at 80.
 const CONV3D_BLOCKS: u32 = 2;
-/// The `f64` 1 x 5 x 5 kernels (`conv3d_tiled_m1x5_f64` and `conv3d_tiled_async_m1x5_*`, 2D
-/// `f64` images at 5 x 5): one block per SM (172 and up to 196 registers), where two spilled
-/// 28 to 48 bytes at 4, 6 and 8 rows a thread, and 84 to 104 by asynchronous copies at 8.
+/// The `f64` 1 x 5 x 5 kernel staged through registers (`conv3d_tiled_m1x5_f64`, 2D `f64`
+/// images at 5 x 5 before sm_90): one block per SM (172 registers), where two spilled 28 to 48
+/// bytes at 4, 6 and 8 rows a thread.
 const CONV3D_M1X5_F64_BLOCKS: u32 = 1;
 
 fn bound_block_size(ptx: &str) -> String {
@@ -283,9 +283,7 @@ fn bound_block_size(ptx: &str) -> String {
                     AXIS_RING_BLOCKS
                 } else if line.contains(".entry axis_") {
                     AXIS_BLOCKS
-                } else if line.contains(".entry conv3d_tiled_m1x5_f64(")
-                    || line.contains(".entry conv3d_tiled_async_m1x5_")
-                {
+                } else if line.contains(".entry conv3d_tiled_m1x5_f64(") {
                     CONV3D_M1X5_F64_BLOCKS
                 } else {
                     CONV3D_BLOCKS

@@ -39,8 +39,8 @@ use crate::abi::{
 use crate::boundary::Volume;
 use crate::element::Real;
 use crate::gpu::{
-    ConstantOperands, GlobalMask, Mask, RegisterMask, SharedTile, Walk, block_idx_x,
-    commit_async_copies, div_rem, element_at, sync_threads, thread_idx_x, wait_async_copies,
+    ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, commit_async_copies,
+    div_rem, element_at, sync_threads, thread_idx_x, wait_async_copies,
 };
 
 const THREADS_X: u64 = CONV3D_THREADS.0 as u64;
@@ -377,15 +377,6 @@ impl<T: Real> MaskAt<T> for GlobalMask<T> {
     }
 }
 
-impl<T: Real, const N: usize> MaskAt<T> for RegisterMask<T, N> {
-    /// Loads the `N` taps at `taps` into registers.
-    #[inline(always)]
-    fn at(taps: *const T) -> Self {
-        // SAFETY: the host passes the `N` taps of the launch's mask shape (`tiled`'s contract).
-        unsafe { RegisterMask::load(taps) }
-    }
-}
-
 /// Declares the 3D entry point `$name(input, mask, output, p)` over `$t` with the taps in
 /// `$mask` (`ConstantOperands`: in `MASK`, the pointer unused) for `[SIDE, DEPTH, RING, ROWS,
 /// ASYNC, CHANNELS, DOWN_ROWS]` (`ASYNC`: staged by asynchronous copies, not through
@@ -435,10 +426,10 @@ conv3d_entry_points!(
 conv3d_entry_points!(
     conv3d_tiled_async_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, true), true, 0, false];
     conv3d_tiled_async_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, true), true, 0, false];
-    conv3d_tiled_async_m1x3_c1_f64: f64, RegisterMask<f64, 9>, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 1, true];
-    conv3d_tiled_async_m1x3_c3_f64: f64, RegisterMask<f64, 9>, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 3, true];
-    conv3d_tiled_async_m1x3_c4_f64: f64, RegisterMask<f64, 9>, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 4, true];
-    conv3d_tiled_async_m1x5_c1_f64: f64, RegisterMask<f64, 25>, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 1, true];
-    conv3d_tiled_async_m1x5_c3_f64: f64, RegisterMask<f64, 25>, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 3, true];
-    conv3d_tiled_async_m1x5_c4_f64: f64, RegisterMask<f64, 25>, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 4, true];
+    conv3d_tiled_async_m1x3_c1_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 1, true];
+    conv3d_tiled_async_m1x3_c3_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 3, true];
+    conv3d_tiled_async_m1x3_c4_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 4, true];
+    conv3d_tiled_async_m1x5_c1_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 1, true];
+    conv3d_tiled_async_m1x5_c3_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 3, true];
+    conv3d_tiled_async_m1x5_c4_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8, true), true, 4, true];
 );

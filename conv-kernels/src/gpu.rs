@@ -359,32 +359,6 @@ impl<T: Real> Mask<T> for GlobalMask<T> {
     }
 }
 
-/// A mask of `N` taps held in registers, loaded once from global memory: for kernels whose
-/// every thread applies every tap many times and has the registers to spare. As operands from
-/// constant memory, each `f64` tap took a uniform load before its multiply-add; loads from
-/// global memory cannot be repeated at each use, so the taps stay in registers.
-#[derive(Clone, Copy)]
-pub struct RegisterMask<T, const N: usize>(pub [T; N]);
-
-impl<T: Real, const N: usize> RegisterMask<T, N> {
-    /// Loads the `N` taps at `taps`.
-    ///
-    /// # Safety
-    /// `taps` points to `N` readable taps in global memory.
-    #[inline(always)]
-    pub unsafe fn load(taps: *const T) -> Self {
-        // SAFETY: `j < N` (caller).
-        Self(core::array::from_fn(|j| unsafe { *taps.add(j) }))
-    }
-}
-
-impl<T: Real, const N: usize> Mask<T> for RegisterMask<T, N> {
-    #[inline(always)]
-    fn tap(self, j: u64) -> T {
-        self.0[j as usize]
-    }
-}
-
 /// The block's dynamic shared memory seen as an `f32` array; its size is set at launch.
 pub struct SharedTile;
 

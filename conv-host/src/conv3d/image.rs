@@ -89,8 +89,7 @@ pub(crate) fn plan(
         block: (CONV3D_THREADS.0 * CONV3D_THREADS.1, 1),
         output_tile: (CONV3D_THREADS.0, CONV3D_THREADS.1 * thread_rows as u32),
         shared_memory_bytes: shared as u32,
-        // The kernels staged by asynchronous copies load the taps into registers.
-        mask_in_constant_memory: !asynchronous,
+        mask_in_constant_memory: true,
     })
 }
 
