@@ -266,10 +266,6 @@ fn bound_block_size(ptx: &str) -> String {
             };
             blocks_per_sm = if general_separable {
                 Some(GENERAL_SEPARABLE_BLOCKS)
-            } else if line.contains("conv2d_separable_wide_pair_m") {
-                // One block per SM, as many as its two rings allow: up to 255 registers for
-                // its two sets of sums (at 128, the 3 x 3 kernel spilled 152 bytes).
-                Some(1)
             } else if separable {
                 // Up to 128 registers. Left to itself, ptxas aims at three blocks (80
                 // registers) and spills a few bytes.

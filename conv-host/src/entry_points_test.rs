@@ -133,7 +133,7 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
         .chain(
             crate::conv3d::ASYNC_ENTRY_POINTS
                 .iter()
-                .map(|&(_, name)| name),
+                .map(|&(_, _, name)| name),
         )
         .chain(crate::conv3d::image::async_entry_points())
         .collect();

@@ -679,9 +679,16 @@ pub const fn conv3d_shared_elements(
     slices * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * conv3d_row_elements(mask_w, channels)
 }
 
+/// Input rows per step of the wide separable pair kernels (`conv2d_separable_wide_pair_m{M}`):
+/// steps half as long as the single kernels', so that their two rings and staged rows fit two
+/// blocks per SM up to 25 taps, each pass thread holding two sums of 4 elements x 4 rows (one
+/// block per SM in steps of 32: PERFORMANCE.md).
+pub const SEPARABLE_WIDE_PAIR_STEP_ROWS: u32 = 16;
+
 /// Shared memory of a wide separable pair block (two rank-1 terms of one mask size, one
-/// channel), in `f32` words: the step's staged input rows, a ring of
-/// row-filtered rows per term, one after the other, and the table of folded staged columns.
+/// channel), in `f32` words: the step's [`SEPARABLE_WIDE_PAIR_STEP_ROWS`] staged input rows, a
+/// ring of row-filtered rows per term, one after the other, and the table of folded staged
+/// columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SeparableWidePairLayout {
     /// Words per staged input row (as [`SeparableWideLayout`]'s).
@@ -700,8 +707,9 @@ impl SeparableWidePairLayout {
     /// The layout for a square mask `mask` taps a side.
     pub const fn new(mask: u64) -> Self {
         let staged_row_words = strip_row_words(mask, 1);
-        let ring = SEPARABLE_WIDE_CHUNK_ROWS as u64 * staged_row_words;
-        let ring_rows = strip_ring_rows(mask);
+        let step_rows = SEPARABLE_WIDE_PAIR_STEP_ROWS as u64;
+        let ring = step_rows * staged_row_words;
+        let ring_rows = strip_ring_rows_in_steps_of(step_rows, mask);
         let column_table = ring + 2 * ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
         Self {
             staged_row_words,

@@ -52,10 +52,11 @@ const THREADS: u64 = THREADS_X * THREADS_Y;
 const AHEAD: usize = 11;
 
 /// Elements each thread stages of a slice's tile and halo for a compiled `side x side` mask
-/// over up to 4 channels, `rows` rows a thread.
-const fn staged_per_thread(side: u32, rows: usize) -> usize {
+/// over `channels` channels (0: up to 4), `rows` rows a thread.
+const fn staged_per_thread(side: u32, rows: usize, channels: u32) -> usize {
     let halo = side.saturating_sub(1) as usize;
-    let staged = (THREADS_Y as usize * rows + halo) * (THREADS_X as usize + 4 * halo);
+    let channels = if channels == 0 { 4 } else { channels as usize };
+    let staged = (THREADS_Y as usize * rows + halo) * (THREADS_X as usize + channels * halo);
     staged.div_ceil(THREADS as usize)
 }
 /// The in-slice offset of a constant ghost cell.
@@ -120,12 +121,16 @@ unsafe fn tiled<
     // The offset within its slice of staged element `(r, e)` of step `s`, folded by the mode
     // (`None`: a constant ghost cell). The same in the whole block: where the tile and its
     // halo lie inside the slice, elements sit at fixed offsets, without folding.
-    let placer = |s: u64| {
+    let interior = |s: u64| {
         let first_y = (y0 + step_rows(s)) as i64 - p.top as i64;
-        let interior = first_y >= 0
+        let inside = first_y >= 0
             && first_y as u64 + staged_h <= p.height
             && first_e >= 0
             && first_e as u64 + staged_w <= row_elements;
+        (first_y, inside)
+    };
+    let placer = |s: u64| {
+        let (first_y, interior) = interior(s);
         move |r: u32, e: u32| {
             if interior {
                 Some((first_y as u64 + u64::from(r)) * p.pitch + first_e as u64 + u64::from(e))
@@ -171,7 +176,7 @@ unsafe fn tiled<
         _ if DOWN_ROWS => 0,
         (0, 8) => 0,
         (0, _) | (_, 8) => 2,
-        _ => AHEAD.min(staged_per_thread(SIDE, ROWS)),
+        _ => AHEAD.min(staged_per_thread(SIDE, ROWS, CHANNELS)),
     };
     // A thread's first `ahead_count` staged elements sit at the same place in every slice:
     // their offsets within a slice, folded once (`GHOST`: constant ghosts), and their byte
@@ -232,14 +237,25 @@ unsafe fn tiled<
                     None => T::store_shared(u64::from(target), volume.cval()),
                 }
             };
-            let slice_start = volume.address(base, Some(0));
-            for (&offset, &target) in offsets.iter().zip(&targets).take(ahead_count) {
-                if target != u32::MAX {
-                    let source = slice_start
-                        .filter(|_| offset != GHOST)
-                        .map(|start| element_at(start, offset));
-                    copy(buffer_start + target, source);
+            // The thread's first elements, from `start` (`None`: a slice of constant ghosts),
+            // skipping the ghost cells among them where `ghosts`.
+            let copy_ahead = #[inline(always)]
+            |start: Option<*const T>, ghosts: bool| {
+                for (&offset, &target) in offsets.iter().zip(&targets).take(ahead_count) {
+                    if target != u32::MAX {
+                        let source = start
+                            .filter(|_| !ghosts || offset != GHOST)
+                            .map(|start| element_at(start, offset));
+                        copy(buffer_start + target, source);
+                    }
                 }
+            };
+            // Where the tile and its halo lie inside a slice of the volume, every offset is
+            // one (no ghost cells): each copy is an address and a `cp.async`, where the checks
+            // of the general case took most of a slice's staging instructions.
+            match volume.address(base, Some(0)) {
+                Some(start) if !DOWN_ROWS && interior(0).1 => copy_ahead(Some(start), false),
+                start => copy_ahead(start, true),
             }
             let mut walk = rest;
             while u64::from(walk.row) < staged_h {
@@ -330,20 +346,39 @@ unsafe fn tiled<
             } else {
                 (z0 + k as u64, first_row)
             };
-            for (r, &sum) in sums[0].iter().enumerate() {
-                let y = first_row + r as u64;
-                if y < p.height {
-                    let at = ((z * p.height + y) * p.pitch + e) as usize;
-                    let total = if p.accumulate != 0 {
-                        // SAFETY: `z`, `y` and `e` lie inside the volume; this thread alone
-                        // writes the element.
-                        T::fma(T::from_f32(1.0), unsafe { *output.add(at) }, sum)
-                    } else {
-                        sum
-                    };
-                    // SAFETY: as above.
-                    unsafe { *output.add(at) = total.clamp_to(p.clamp_lo, p.clamp_hi) };
+            let first = output.wrapping_add(((z * p.height + first_row) * p.pitch + e) as usize);
+            // Stores the rows inside the volume, adding what the output holds where
+            // `accumulate`, clamped where `clamp`: both decided once per slice, not per row.
+            let store_rows = #[inline(always)]
+            |accumulate: bool, clamp: bool| {
+                let mut at = first;
+                for (r, &sum) in sums[0].iter().enumerate() {
+                    if first_row + (r as u64) < p.height {
+                        let total = if accumulate {
+                            // SAFETY: row `first_row + r` of slice `z`, element `e`: inside
+                            // the volume; this thread alone writes the element.
+                            T::fma(T::from_f32(1.0), unsafe { *at }, sum)
+                        } else {
+                            sum
+                        };
+                        let total = if clamp {
+                            total.clamp_to(p.clamp_lo, p.clamp_hi)
+                        } else {
+                            total
+                        };
+                        // SAFETY: as above.
+                        unsafe { *at = total };
+                    }
+                    at = at.wrapping_add(p.pitch as usize);
                 }
+            };
+            match (
+                p.accumulate != 0,
+                p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY,
+            ) {
+                (false, false) => store_rows(false, false),
+                (false, true) => store_rows(false, true),
+                (true, _) => store_rows(true, true),
             }
         }
         for j in 0..RING - 1 {
@@ -420,12 +455,16 @@ conv3d_entry_points!(
     conv3d_tiled_m1x5_f64: f64, ConstantOperands, [5, 1, 1, conv3d_rows(1, 5, 8, false), false, 0, false];
 );
 
-// Asynchronous copies need sm_80: these go to the sm_90 build. The `f64` kernels one slice
-// deep run 2D images, walking down the rows with the channel count compiled in.
+// Asynchronous copies need sm_80: these go to the sm_90 build. The cubic `f32` kernels come
+// with the channel count read at run time and compiled in for one channel (`_c1`: every
+// window offset an immediate); the `f64` kernels one slice deep run 2D images, walking down
+// the rows with the channel count compiled in.
 #[cfg(conv_hopper)]
 conv3d_entry_points!(
     conv3d_tiled_async_m3: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, true), true, 0, false];
     conv3d_tiled_async_m5: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, true), true, 0, false];
+    conv3d_tiled_async_m3_c1: f32, ConstantOperands, [3, 3, 3, conv3d_rows(3, 3, 4, true), true, 1, false];
+    conv3d_tiled_async_m5_c1: f32, ConstantOperands, [5, 5, 5, conv3d_rows(5, 5, 4, true), true, 1, false];
     conv3d_tiled_async_m1x3_c1_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 1, true];
     conv3d_tiled_async_m1x3_c3_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 3, true];
     conv3d_tiled_async_m1x3_c4_f64: f64, ConstantOperands, [3, 1, 1, conv3d_rows(1, 3, 8, true), true, 4, true];

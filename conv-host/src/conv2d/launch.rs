@@ -6,8 +6,8 @@ use super::register_tiled::STREAM_ENTRY_POINTS;
 use super::separable::Along;
 use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
 use crate::abi::{
-    Conv2dParams, Conv3dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS, TMA_BOX_WIDTH,
-    WIDE_MASK_WIDTHS,
+    Conv2dParams, Conv3dParams, SEPARABLE_CHUNK_ROWS, SEPARABLE_WIDE_CHUNK_ROWS,
+    SEPARABLE_WIDE_PAIR_STEP_ROWS, TMA_BOX_WIDTH, WIDE_MASK_WIDTHS,
 };
 use crate::conv3d::image;
 use crate::device_array::DeviceDim;
@@ -185,6 +185,8 @@ impl Grid2d {
 fn strip_step(plan: &LaunchPlan) -> Option<u32> {
     if let Some(rows) = register_tiled::stream_step_rows(plan.entry_point) {
         Some(rows)
+    } else if separable::is_pair(plan) {
+        Some(SEPARABLE_WIDE_PAIR_STEP_ROWS)
     } else if separable::is_wide(plan) || uses_tensor_copies(plan) {
         Some(SEPARABLE_WIDE_CHUNK_ROWS)
     } else if plan.kernel == Kernel::Separable {

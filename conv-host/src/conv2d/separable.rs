@@ -125,6 +125,13 @@ pub(crate) fn is_wide(plan: &LaunchPlan) -> bool {
         .any(|name| name == plan.entry_point)
 }
 
+/// Whether `plan` runs a wide separable pair kernel.
+pub(crate) fn is_pair(plan: &LaunchPlan) -> bool {
+    PAIR_ENTRY_POINTS
+        .iter()
+        .any(|&(_, name)| name == plan.entry_point)
+}
+
 /// The direction of a 1D correlation over an image: along its rows or down its columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Along {
@@ -252,7 +259,7 @@ mod tests {
     use super::*;
     use crate::abi::{
         REGISTER_CHANNELS, SEPARABLE_MASKS, SEPARABLE_WIDE_CHUNK_ROWS,
-        SEPARABLE_WIDE_RING_ROW_WORDS,
+        SEPARABLE_WIDE_PAIR_STEP_ROWS, SEPARABLE_WIDE_RING_ROW_WORDS,
     };
 
     fn mask(rows: usize, cols: usize, values: Vec<f32>) -> Mask2d {
@@ -432,7 +439,7 @@ mod tests {
         }
         for &mask in &SEPARABLE_MASKS {
             let pair = SeparableWidePairLayout::new(u64::from(mask));
-            let staged = u64::from(SEPARABLE_WIDE_CHUNK_ROWS) * pair.staged_row_words;
+            let staged = u64::from(SEPARABLE_WIDE_PAIR_STEP_ROWS) * pair.staged_row_words;
             assert!(pair.ring >= staged);
             let rings = 2 * pair.ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;
             assert!(pair.column_table >= pair.ring + rings);

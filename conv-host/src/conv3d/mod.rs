@@ -47,21 +47,26 @@ pub(super) fn slices_per_block(
 }
 
 /// The kernels of the sm_90 build staged by asynchronous copies, by mask side (3D `f32`
-/// masks `side^3`).
-pub(crate) const ASYNC_ENTRY_POINTS: [(u64, &str); 2] =
-    [(3, "conv3d_tiled_async_m3"), (5, "conv3d_tiled_async_m5")];
+/// masks `side^3`) and channels (0: any count, read at run time).
+pub(crate) const ASYNC_ENTRY_POINTS: [(u64, u64, &str); 4] = [
+    (3, 1, "conv3d_tiled_async_m3_c1"),
+    (5, 1, "conv3d_tiled_async_m5_c1"),
+    (3, 0, "conv3d_tiled_async_m3"),
+    (5, 0, "conv3d_tiled_async_m5"),
+];
 
-/// The kernel for a mask of `dims` over `R` on a device of compute capability `major.x`,
-/// whether its shape is compiled in (taps in constant memory), and the slices it stages at
-/// once. Devices of compute capability 9.0 or more stage cubic `f32` masks by asynchronous
-/// copies (PERFORMANCE.md: 3D operations).
-fn entry_point<R: Real>(dims: [u64; 3], major: i32) -> (&'static str, bool, u64) {
+/// The kernel for a mask of `dims` over `channels` channels of `R` on a device of compute
+/// capability `major.x`, whether its shape is compiled in (taps in constant memory), and the
+/// slices it stages at once. Devices of compute capability 9.0 or more stage cubic `f32`
+/// masks by asynchronous copies, one channel by kernels that compile it in (PERFORMANCE.md:
+/// 3D operations).
+fn entry_point<R: Real>(dims: [u64; 3], channels: u64, major: i32) -> (&'static str, bool, u64) {
     let f64 = size_of::<R>() == 8;
     if !f64
         && major >= 9
-        && let Some(&(_, entry)) = ASYNC_ENTRY_POINTS
+        && let Some(&(_, _, entry)) = ASYNC_ENTRY_POINTS
             .iter()
-            .find(|&&(side, _)| dims == [side; 3])
+            .find(|&&(side, c, _)| dims == [side; 3] && (c == channels || c == 0))
     {
         return (entry, true, CONV3D_ASYNC_SLICES);
     }
@@ -126,7 +131,7 @@ impl Session<'_> {
         }
         let major = self.device().compute_capability.0;
         let (entry_point, compiled, staged_slices) =
-            entry_point::<R>([mask_d, mask_h, mask_w], major);
+            entry_point::<R>([mask_d, mask_h, mask_w], channels, major);
         let side = if compiled { mask_h } else { 0 };
         let asynchronous = staged_slices == CONV3D_ASYNC_SLICES;
         let rows = conv3d_rows(mask_d, side, size_of::<R>() as u64, asynchronous);

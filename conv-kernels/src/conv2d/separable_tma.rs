@@ -87,7 +87,7 @@ unsafe fn separable_tma<const M: usize>(
         // boxes have landed.
         unsafe { barrier.wait((step % 2) as u32) };
         sync_threads();
-        row_pass::<M, 1>(
+        row_pass::<M, 1, CHUNK>(
             strip,
             (layout.ring, &row_taps),
             step_slot,

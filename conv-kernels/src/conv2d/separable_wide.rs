@@ -45,7 +45,7 @@ use crate::abi::{
     strip_row_words,
 };
 use crate::conv2d::strip::{CHUNK, PASS_ROWS, PassSums, Strip};
-use crate::conv2d::wide::accumulate_window_after;
+use crate::conv2d::wide::{Taps, accumulate_window_after};
 use crate::element::Element;
 use crate::gpu::{ConstantMask, Mask, SharedTile, block_idx_z, fma, sync_threads};
 
@@ -122,7 +122,7 @@ unsafe fn separable_wide_rectangular<
         unsafe {
             strip.stage_step::<W, C, S>((input, image, p), step, |ry| ry * layout.staged_row_words)
         };
-        row_pass::<W, C>(
+        row_pass::<W, C, CHUNK>(
             strip,
             (ring, &row_taps),
             step_slot,
@@ -218,7 +218,7 @@ pub(crate) unsafe fn column_pass<const M: usize, S: Element<Real = f32>>(
             (ring, SEPARABLE_WIDE_RING_ROW_WORDS, 1),
             (output, p),
             |sums: &mut PassSums<PASS_ROWS>, i, &[quad]| {
-                add_column_taps(sums, i, quad, column_taps)
+                add_column_taps::<M, PASS_ROWS>(sums, i, quad, column_taps)
             },
         )
     };
@@ -231,35 +231,40 @@ pub(crate) fn add_column_taps<const M: usize, const R: usize>(
     sums: &mut PassSums<R>,
     i: usize,
     quad: [f32; 4],
-    column_taps: &[f32; M],
+    column_taps: impl Taps,
 ) {
     for (k, row_sums) in sums.iter_mut().enumerate() {
         if i >= k && i - k < M {
             for (sum, &value) in row_sums.iter_mut().zip(&quad) {
-                *sum = fma(column_taps[i - k], value, *sum);
+                *sum = fma(column_taps.tap(i - k), value, *sum);
             }
         }
     }
 }
 
-/// Filters the step's 32 staged rows along the row into the ring: each thread two segments of
-/// 16 outputs, row `lane % 8 + 8 (warp % 4)`, segments `lane / 8 + 4 (warp / 4)` and 8 more,
-/// so a quarter-warp's 8 threads read and write the same elements of 8 consecutive rows.
+/// Filters the step's `K` staged rows (32 or 16) along the row into the ring: each thread
+/// `K / 16` segments of 16 outputs, row `lane % 8 + 8 (warp % (K / 8))`, segments `lane / 8 + 4
+/// (warp / (K / 8))` and, in steps of 32 rows, 8 more, so a quarter-warp's 8 threads read and
+/// write the same elements of 8 consecutive rows.
 #[inline(always)]
-pub(crate) fn row_pass<const M: usize, const C: usize>(
-    strip: Strip,
-    (ring, taps): (u64, &[f32; M]),
+pub(crate) fn row_pass<const M: usize, const C: usize, const K: u64>(
+    strip: Strip<K>,
+    (ring, taps): (u64, impl Taps),
     step_slot: u64,
     (skip, staged_word): (usize, impl Fn(u64, u64) -> u64),
 ) {
-    let row = strip.lane % 8 + 8 * (strip.warp % 4);
+    // Groups of 8 rows in a step, and segments a sweep of the block's threads filters.
+    let row_groups = K / 8;
+    let sweep_segments = 4 * (8 / row_groups);
+    let row = strip.lane % 8 + 8 * (strip.warp % row_groups);
     let ring_row = ring + strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
-    for half in 0..2 {
-        let x0 = SEGMENT as u64 * (strip.lane / 8 + 4 * (strip.warp / 4) + 8 * half);
+    for sweep in 0..K / 16 {
+        let segment = strip.lane / 8 + 4 * (strip.warp / row_groups) + sweep_segments * sweep;
+        let x0 = SEGMENT as u64 * segment;
         let staged = staged_word(row, x0);
         let mut acc = [0.0f32; SEGMENT];
         accumulate_window_after::<SEGMENT, M, C>(&mut acc, taps, skip, |q| {
-            // SAFETY: row `row < 32`; `x0 + 4q + 4 <= staged_row_words` (the window's quads
+            // SAFETY: row `row < K`; `x0 + 4q + 4 <= staged_row_words` (the window's quads
             // lie within the strip and halo rounded up to quads), stored before the barrier
             // or beyond the staged width, whose values feed nothing.
             unsafe { SharedTile::load4(staged + 4 * q as u64) }

@@ -10,7 +10,7 @@
 
 use crate::abi::{Conv2dParams, WIDE_BLOCK, WIDE_OUTPUTS, wide_word};
 use crate::element::{Element, Real};
-use crate::gpu::{SharedTile, fma};
+use crate::gpu::{ConstantOperands, Mask, SharedTile, fma};
 
 /// Elements along a row that a wide block produces.
 pub const TILE_ELEMENTS: usize = (WIDE_BLOCK.0 * WIDE_OUTPUTS) as usize;
@@ -150,12 +150,39 @@ pub fn accumulate_window<const N: usize, const W: usize, const C: usize>(
     accumulate_window_after::<N, W, C>(acc, taps, 0, quad);
 }
 
+/// The taps of one mask row or column, by index.
+pub trait Taps: Copy {
+    /// Tap `j`.
+    fn tap(self, j: usize) -> f32;
+}
+
+/// Taps held in registers (loaded once, before a kernel's loop).
+impl<const W: usize> Taps for &[f32; W] {
+    #[inline(always)]
+    fn tap(self, j: usize) -> f32 {
+        self[j]
+    }
+}
+
+/// Taps of `MASK` from tap `.0` on, each loaded at its use ([`ConstantOperands`]): for kernels
+/// whose taps outnumber the registers left beside their sums (ptxas makes each load an operand
+/// of its multiply-add).
+#[derive(Clone, Copy)]
+pub struct OperandTaps(pub u64);
+
+impl Taps for OperandTaps {
+    #[inline(always)]
+    fn tap(self, j: usize) -> f32 {
+        ConstantOperands.tap(self.0 + j as u64)
+    }
+}
+
 /// [`accumulate_window`] over a window that starts `skip` elements into the first quad (`skip`
 /// a constant once inlined, below 4): for windows whose first element is not 16-byte aligned.
 #[inline(always)]
 pub fn accumulate_window_after<const N: usize, const W: usize, const C: usize>(
     acc: &mut [f32; N],
-    taps: &[f32; W],
+    taps: impl Taps,
     skip: usize,
     quad: impl Fn(usize) -> [f32; 4],
 ) {
@@ -167,7 +194,7 @@ pub fn accumulate_window_after<const N: usize, const W: usize, const C: usize>(
             let k = 4 * q + d - skip;
             for (n, sum) in acc.iter_mut().enumerate() {
                 if k >= n && (k - n).is_multiple_of(C) && (k - n) / C < W {
-                    *sum = fma(taps[(k - n) / C], value, *sum);
+                    *sum = fma(taps.tap((k - n) / C), value, *sum);
                 }
             }
         }
