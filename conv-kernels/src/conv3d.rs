@@ -347,13 +347,15 @@ unsafe fn tiled<
                 (z0 + k as u64, first_row)
             };
             let first = output.wrapping_add(((z * p.height + first_row) * p.pitch + e) as usize);
+            // Rows of the thread inside the volume: one 32-bit compare a row.
+            let rows_inside = p.height.saturating_sub(first_row).min(ROWS as u64) as u32;
             // Stores the rows inside the volume, adding what the output holds where
             // `accumulate`, clamped where `clamp`: both decided once per slice, not per row.
             let store_rows = #[inline(always)]
             |accumulate: bool, clamp: bool| {
                 let mut at = first;
                 for (r, &sum) in sums[0].iter().enumerate() {
-                    if first_row + (r as u64) < p.height {
+                    if (r as u32) < rows_inside {
                         let total = if accumulate {
                             // SAFETY: row `first_row + r` of slice `z`, element `e`: inside
                             // the volume; this thread alone writes the element.

@@ -87,9 +87,9 @@ unsafe fn separable_tma<const M: usize>(
         // boxes have landed.
         unsafe { barrier.wait((step % 2) as u32) };
         sync_threads();
-        row_pass::<M, 1, CHUNK>(
+        row_pass::<M, 1, CHUNK, 1>(
             strip,
-            (layout.ring, &row_taps),
+            [(layout.ring, &row_taps)],
             step_slot,
             (skip, |row, x0| {
                 if x0 < TMA_SECOND_REGION {

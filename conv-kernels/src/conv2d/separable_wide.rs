@@ -122,9 +122,9 @@ unsafe fn separable_wide_rectangular<
         unsafe {
             strip.stage_step::<W, C, S>((input, image, p), step, |ry| ry * layout.staged_row_words)
         };
-        row_pass::<W, C, CHUNK>(
+        row_pass::<W, C, CHUNK, 1>(
             strip,
-            (ring, &row_taps),
+            [(ring, &row_taps)],
             step_slot,
             (0, |row, x0| row * layout.staged_row_words + x0),
         );
@@ -242,14 +242,15 @@ pub(crate) fn add_column_taps<const M: usize, const R: usize>(
     }
 }
 
-/// Filters the step's `K` staged rows (32 or 16) along the row into the ring: each thread
-/// `K / 16` segments of 16 outputs, row `lane % 8 + 8 (warp % (K / 8))`, segments `lane / 8 + 4
-/// (warp / (K / 8))` and, in steps of 32 rows, 8 more, so a quarter-warp's 8 threads read and
-/// write the same elements of 8 consecutive rows.
+/// Filters the step's `K` staged rows (32 or 16) along the row into the rings of `terms`
+/// (each a ring's first word and the taps filtering into it; the pair kernels' two terms read
+/// each window once): each thread `K / 16` segments of 16 outputs, row `lane % 8 + 8 (warp %
+/// (K / 8))`, segments `lane / 8 + 4 (warp / (K / 8))` and, in steps of 32 rows, 8 more, so a
+/// quarter-warp's 8 threads read and write the same elements of 8 consecutive rows.
 #[inline(always)]
-pub(crate) fn row_pass<const M: usize, const C: usize, const K: u64>(
+pub(crate) fn row_pass<const M: usize, const C: usize, const K: u64, const N: usize>(
     strip: Strip<K>,
-    (ring, taps): (u64, impl Taps),
+    terms: [(u64, impl Taps); N],
     step_slot: u64,
     (skip, staged_word): (usize, impl Fn(u64, u64) -> u64),
 ) {
@@ -257,22 +258,29 @@ pub(crate) fn row_pass<const M: usize, const C: usize, const K: u64>(
     let row_groups = K / 8;
     let sweep_segments = 4 * (8 / row_groups);
     let row = strip.lane % 8 + 8 * (strip.warp % row_groups);
-    let ring_row = ring + strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
+    let ring_row = strip.advance(step_slot, row) * SEPARABLE_WIDE_RING_ROW_WORDS;
     for sweep in 0..K / 16 {
         let segment = strip.lane / 8 + 4 * (strip.warp / row_groups) + sweep_segments * sweep;
         let x0 = SEGMENT as u64 * segment;
         let staged = staged_word(row, x0);
-        let mut acc = [0.0f32; SEGMENT];
-        accumulate_window_after::<SEGMENT, M, C>(&mut acc, taps, skip, |q| {
-            // SAFETY: row `row < K`; `x0 + 4q + 4 <= staged_row_words` (the window's quads
-            // lie within the strip and halo rounded up to quads), stored before the barrier
-            // or beyond the staged width, whose values feed nothing.
-            unsafe { SharedTile::load4(staged + 4 * q as u64) }
+        // Every term's sums before any store, so that the terms share the window's reads.
+        let sums = terms.map(|(_, taps)| {
+            let mut acc = [0.0f32; SEGMENT];
+            accumulate_window_after::<SEGMENT, M, C>(&mut acc, taps, skip, |q| {
+                // SAFETY: row `row < K`; `x0 + 4q + 4 <= staged_row_words` (the window's
+                // quads lie within the strip and halo rounded up to quads), stored before the
+                // barrier or beyond the staged width, whose values feed nothing.
+                unsafe { SharedTile::load4(staged + 4 * q as u64) }
+            });
+            acc
         });
-        for (q, quad) in acc.chunks_exact(4).enumerate() {
-            let quad = [quad[0], quad[1], quad[2], quad[3]];
-            // SAFETY: a ring slot, elements `x0 + 4q .. x0 + 4q + 4 <= 256`: inside the ring.
-            unsafe { SharedTile::store4(ring_row + x0 + 4 * q as u64, quad) };
+        for (&(ring, _), acc) in terms.iter().zip(&sums) {
+            for (q, quad) in acc.chunks_exact(4).enumerate() {
+                let quad = [quad[0], quad[1], quad[2], quad[3]];
+                // SAFETY: a ring slot, elements `x0 + 4q .. x0 + 4q + 4 <= 256`: inside the
+                // ring.
+                unsafe { SharedTile::store4(ring + ring_row + x0 + 4 * q as u64, quad) };
+            }
         }
     }
 }

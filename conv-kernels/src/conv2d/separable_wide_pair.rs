@@ -6,7 +6,7 @@
 //!
 //! Block and tiling as [`separable_wide`](crate::conv2d::separable_wide), in steps of
 //! [`SEPARABLE_WIDE_PAIR_STEP_ROWS`] = 16 input rows: 256 threads own a strip of 256 output
-//! elements and walk down it. Each step stages its rows once, runs the row pass twice (`row_a`
+//! elements and walk down it. Each step stages its rows once, runs the row pass over both row factors at once (`row_a`
 //! into the first ring, `row_b` into the second), and one column pass reads both rings: each
 //! thread's 4 elements x 4 rows hold two sums, one per term, combined before the store. Both
 //! rings and the staged rows take 83 KiB of shared memory for 17 taps, so two blocks run per
@@ -74,9 +74,8 @@ unsafe fn separable_wide_pair<const M: usize, const C: usize>(
                 .stage_step::<M, C, f32>((input, image, p), step, |ry| ry * layout.staged_row_words)
         };
         let staged_word = |row, x0| row * layout.staged_row_words + x0;
-        row_pass::<M, C, STEP_ROWS>(strip, (layout.ring, row_a), step_slot, (0, staged_word));
-        let second_ring = layout.ring + ring_words;
-        row_pass::<M, C, STEP_ROWS>(strip, (second_ring, row_b), step_slot, (0, staged_word));
+        let rings = [(layout.ring, row_a), (layout.ring + ring_words, row_b)];
+        row_pass::<M, C, STEP_ROWS, 2>(strip, rings, step_slot, (0, staged_word));
         sync_threads();
         let pass = ColumnPass::<M> {
             strip,
