@@ -681,8 +681,7 @@ pub const fn conv3d_shared_elements(
 
 /// Input rows per step of the wide separable pair kernels (`conv2d_separable_wide_pair_m{M}`):
 /// steps half as long as the single kernels', so that their two rings and staged rows fit two
-/// blocks per SM up to 25 taps, each pass thread holding two sums of 4 elements x 4 rows (one
-/// block per SM in steps of 32: PERFORMANCE.md).
+/// blocks per SM up to 25 taps (one block per SM in steps of 32: PERFORMANCE.md).
 pub const SEPARABLE_WIDE_PAIR_STEP_ROWS: u32 = 16;
 
 /// Shared memory of a wide separable pair block (two rank-1 terms of one mask size, one

@@ -20,7 +20,10 @@
 //! tap a constant-memory operand of its multiply-add, `conv3d_rows` rows a thread (in `f32` up
 //! to 3 slices deep: 4 staged through registers, 8 by asynchronous copies; 2 at 5 x 5 x 5 by
 //! asynchronous copies; 8 and 4 in `f64` one slice deep, 8 by asynchronous copies). A block
-//! whose tile and halo lie inside the slice stages them without folding by the boundary mode.
+//! whose tile and halo lie inside the slice stages them without folding by the boundary mode
+//! (by asynchronous copies, without a check for ghost cells). The cubic `f32` kernels staged
+//! by asynchronous copies also come with one channel compiled in (`_c1`), which makes every
+//! window offset an immediate.
 //! The `f64` kernels for 2D images staged by asynchronous copies (`DOWN_ROWS`) walk a block
 //! down several tiles of the one slice, one a step as other blocks walk slices, so that three
 //! tiles' copies are in flight while it computes one. Other shapes
@@ -29,8 +32,9 @@
 //! slices' share (`p.accumulate`).
 //!
 //! Latency bounds the register staging: at up to 128 registers two blocks fit an SM, with one
-//! slice's loads in flight. The asynchronous copies keep three slices in flight, and
-//! instruction issue bounds them (PERFORMANCE.md: N-D operations).
+//! slice's loads in flight. The asynchronous copies keep three slices in flight; at 3 x 3 x
+//! 3 issue and the L2 traffic of the 4-byte copies bound them together (PERFORMANCE.md: N-D
+//! operations).
 
 use crate::abi::{
     CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_row_elements,

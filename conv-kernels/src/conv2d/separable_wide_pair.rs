@@ -6,12 +6,15 @@
 //!
 //! Block and tiling as [`separable_wide`](crate::conv2d::separable_wide), in steps of
 //! [`SEPARABLE_WIDE_PAIR_STEP_ROWS`] = 16 input rows: 256 threads own a strip of 256 output
-//! elements and walk down it. Each step stages its rows once, runs the row pass over both row factors at once (`row_a`
-//! into the first ring, `row_b` into the second), and one column pass reads both rings: each
-//! thread's 4 elements x 4 rows hold two sums, one per term, combined before the store. Both
-//! rings and the staged rows take 83 KiB of shared memory for 17 taps, so two blocks run per
-//! SM up to 25 taps (one from 27, by shared memory), each with up to 128 registers; twice the
-//! multiply-adds of one separable kernel per output, for the same memory traffic.
+//! elements and walk down it. Each step stages its rows once and runs one row pass over both
+//! row factors (each window read once; `row_a` into the first ring, `row_b` into the second);
+//! one column pass reads both rings: each thread's 4 elements x 4 rows, in two bands of 2
+//! rows, hold two sums, one per term, combined before the store. The rings and the staged rows
+//! take 83 KiB of shared memory at 17 taps, so two blocks run per SM up to 25 taps (one from
+//! 27, by shared memory), with up to 128 registers: the taps are constant-memory operands
+//! (held in registers they spilled), and bands of 4 rows spilled. Twice the multiply-adds of
+//! one separable kernel per output, for the same memory traffic; the column pass's shared
+//! reads (a quad per ring row and term for 2 rows) bound it with its multiply-adds.
 
 use crate::abi::{
     Conv2dParams, SEPARABLE_WIDE_PAIR_STEP_ROWS, SEPARABLE_WIDE_RING_ROW_WORDS,
