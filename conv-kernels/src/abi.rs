@@ -630,8 +630,10 @@ pub struct Conv3dParams {
     pub accumulate: u32,
 }
 
-/// Threads of a 3D block: along a row (one element each) and down the rows.
-pub const CONV3D_THREADS: (u32, u32) = (32, 8);
+/// Threads of a 3D block: along a row (one element each) and down the rows. Tiles 64 elements
+/// wide read fewer 32-byte sectors per output for their halo than 32 wide (H100, 512^3 3x3x3:
+/// 0.450 against 0.464 ms; 8192^2 `f64` 5x5: 0.430 against 0.453 to 0.461).
+pub const CONV3D_THREADS: (u32, u32) = (64, 4);
 /// Mask slices a 3D kernel for shapes read at run time takes in one launch.
 pub const CONV3D_RING: usize = 8;
 /// Rows each thread of a 3D kernel computes, for a compiled `depth x side x side` mask

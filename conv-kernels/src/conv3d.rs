@@ -1,10 +1,10 @@
 //! The 3D design: correlation of a `depth x height x width x channels` volume with a
 //! `mask_d x mask_h x mask_w` mask, and of a batch of images with a mask one slice deep.
 //!
-//! Thread mapping and tiling: a block of 256 threads owns `CONV3D_THREADS.0` = 32 consecutive
-//! row elements (pixels times channels) of `8 ROWS` rows, through `p.slices` consecutive
-//! slices; thread `t` owns element `t % 32` of the `ROWS` consecutive rows from
-//! `ROWS (t / 32)`. The block streams through the `slices + mask_d - 1` input slices its
+//! Thread mapping and tiling: a block of 256 threads owns `CONV3D_THREADS.0` = 64 consecutive
+//! row elements (pixels times channels) of `4 ROWS` rows, through `p.slices` consecutive
+//! slices; thread `t` owns element `t % 64` of the `ROWS` consecutive rows from
+//! `ROWS (t / 64)`. The block streams through the `slices + mask_d - 1` input slices its
 //! outputs need, staging each slice's tile and halo (ghost cells folded there; none in tiles
 //! inside the volume) in shared memory, one barrier a slice. Two ways to stage: through
 //! registers, into one of two buffers, the next slice's loads in flight during this one's
@@ -52,7 +52,7 @@ const THREADS_Y: u64 = CONV3D_THREADS.1 as u64;
 const THREADS: u64 = THREADS_X * THREADS_Y;
 /// Staged elements per thread whose places a thread keeps (and, staging through registers,
 /// loads a slice ahead), for compiled mask shapes: all of a 3 x 3 slice's tile and halo over up
-/// to 4 channels at 8 rows a thread (`66 x 40 <= 11 x 256`).
+/// to 4 channels at 8 rows a thread (`34 x 72 <= 11 x 256`).
 const AHEAD: usize = 11;
 
 /// Elements each thread stages of a slice's tile and halo for a compiled `side x side` mask
@@ -72,7 +72,7 @@ const GHOST: u32 = u32::MAX;
 /// `input` and `output` hold `depth * height >= 1` rows of `width * channels >= 1` elements,
 /// `p.pitch` apart, a slice (`height * pitch` elements) under `2^32 - 1` elements, and do not
 /// overlap; `mask` holds the launch's `mask_d * mask_h * mask_w` taps; `p.x_tiles` and
-/// `p.y_tiles` count tiles of 32 elements and `8 ROWS` rows, the grid covers the slices in
+/// `p.y_tiles` count tiles of 64 elements and `4 ROWS` rows, the grid covers the slices in
 /// steps of `p.slices >= 1`; a 256-thread launch with
 /// `conv3d_shared_elements(slices, ROWS, mask_h, mask_w, channels) * size_of::<T>()` bytes of
 /// shared memory (`slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2, or 1 where a block
@@ -80,7 +80,7 @@ const GHOST: u32 = u32::MAX;
 /// `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH = RING`; for `CHANNELS > 0`,
 /// `channels = CHANNELS`; `ASYNC` only on sm_80 or later. `DOWN_ROWS` (a block walks down
 /// the rows of one slice: `depth = mask_d = 1`): `p.y_tiles` counts groups of `p.slices` tiles
-/// of `8 ROWS` rows, a block's steps, each staged as a slice is.
+/// of `4 ROWS` rows, a block's steps, each staged as a slice is.
 #[inline(always)]
 unsafe fn tiled<
     T: Real,
