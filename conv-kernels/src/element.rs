@@ -95,6 +95,24 @@ macro_rules! constant_load {
     }};
 }
 
+/// One PTX instruction `$opcode output, input` on registers of `$t` (register class `$class`)
+/// with the inline-assembly options given; no memory.
+macro_rules! register_op {
+    ($t:ty, $class:ident, [$($opcode:literal),+], $input:expr, $($option:ident),+) => {{
+        let output: $t;
+        // SAFETY: one instruction on registers; it touches no memory.
+        unsafe {
+            asm!(
+                concat!($($opcode,)+ " {output}, {input};"),
+                output = out($class) output,
+                input = in($class) $input,
+                options($($option),+),
+            );
+        }
+        output
+    }};
+}
+
 /// Implements [`Real`] for a float type: its PTX type name, register class and size.
 macro_rules! real {
     ($t:ty, $ptx:literal, $class:ident, $bytes:literal, $fma:path) => {
@@ -113,32 +131,13 @@ macro_rules! real {
 
             #[inline(always)]
             fn sqrt(self) -> Self {
-                let root: $t;
-                // SAFETY: a register operation.
-                unsafe {
-                    asm!(
-                        concat!("sqrt.rn.", $ptx, " {root}, {value};"),
-                        root = out($class) root,
-                        value = in($class) self,
-                        options(pure, nomem, nostack),
-                    );
-                }
-                root
+                register_op!($t, $class, ["sqrt.rn.", $ptx], self, pure, nomem, nostack)
             }
 
             #[inline(always)]
             fn settled(self) -> Self {
-                let value: $t;
-                // SAFETY: a register move. Not `pure`: LLVM neither moves nor drops it.
-                unsafe {
-                    asm!(
-                        concat!("mov.", $ptx, " {value}, {input};"),
-                        value = out($class) value,
-                        input = in($class) self,
-                        options(nomem, nostack),
-                    );
-                }
-                value
+                // Not `pure`: LLVM neither moves nor drops the move.
+                register_op!($t, $class, ["mov.", $ptx], self, nomem, nostack)
             }
 
             #[inline(always)]
