@@ -224,15 +224,19 @@ const AXIS_BLOCKS: u32 = 3;
 /// taps, which spilled at 128.
 const AXIS_RING_BLOCKS: u32 = 2;
 const AXIS_RING_ONE_BLOCK: u32 = 27;
+/// The pair kernels from this many taps on fit one block per SM by their shared memory
+/// (`SeparableWidePairLayout`), so they may take up to 255 registers: at 128, the 31-tap one
+/// spilled 4 bytes.
+const PAIR_ONE_BLOCK: u32 = 27;
 
-/// Whether a `.visible .entry` line declares a ring axis kernel of at least
-/// `AXIS_RING_ONE_BLOCK` taps (`axis_ring_m{taps}`).
-fn long_ring(line: &str) -> bool {
-    line.split(".entry axis_ring_m")
+/// Whether a `.visible .entry` line declares a kernel `{family}{taps}` of at least `least`
+/// taps (`axis_ring_m`, `conv2d_separable_wide_pair_m`).
+fn at_least(line: &str, family: &str, least: u32) -> bool {
+    line.split(&format!(".entry {family}"))
         .nth(1)
         .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
         .and_then(|taps| taps.parse::<u32>().ok())
-        .is_some_and(|taps| taps >= AXIS_RING_ONE_BLOCK)
+        .is_some_and(|taps| taps >= least)
 }
 /// Blocks per SM for the 3D kernels: two (up to 128 registers), where their eight sums per
 /// thread (sixteen registers in f64), the unrolled taps' loads and a batch of staged loads
@@ -266,6 +270,8 @@ fn bound_block_size(ptx: &str) -> String {
             };
             blocks_per_sm = if general_separable {
                 Some(GENERAL_SEPARABLE_BLOCKS)
+            } else if at_least(line, "conv2d_separable_wide_pair_m", PAIR_ONE_BLOCK) {
+                Some(1)
             } else if separable {
                 // Up to 128 registers. Left to itself, ptxas aims at three blocks (80
                 // registers) and spills a few bytes.
@@ -273,7 +279,7 @@ fn bound_block_size(ptx: &str) -> String {
             } else if register {
                 Some(register_blocks_per_sm(line))
             } else if nd {
-                Some(if long_ring(line) {
+                Some(if at_least(line, "axis_ring_m", AXIS_RING_ONE_BLOCK) {
                     1
                 } else if line.contains(".entry axis_ring") {
                     AXIS_RING_BLOCKS

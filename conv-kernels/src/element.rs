@@ -113,6 +113,22 @@ macro_rules! register_op {
     }};
 }
 
+/// The square root by the hardware's approximation (`sqrt.approx.ftz.f32`, one instruction;
+/// a subnormal argument or result flushes to zero), where [`Real::sqrt`], correctly rounded,
+/// takes a dozen and a branch.
+#[inline(always)]
+pub fn approximate_sqrt(value: f32) -> f32 {
+    register_op!(
+        f32,
+        reg32,
+        ["sqrt.approx.ftz.f32"],
+        value,
+        pure,
+        nomem,
+        nostack
+    )
+}
+
 /// Implements [`Real`] for a float type: its PTX type name, register class and size.
 macro_rules! real {
     ($t:ty, $ptx:literal, $class:ident, $bytes:literal, $fma:path) => {
@@ -268,27 +284,75 @@ unsafe fn store4_f64(target: *mut f64, quad: [f64; 4]) {
     }
 }
 
-/// `value` rounded to the nearest integer (ties to even), saturated to `[0, 2^32 - 1]`, NaN to
-/// 0 (PTX float-to-integer conversions saturate).
+/// `value` rounded to the nearest integer (ties to even) and saturated to `[0, 2^BITS - 1]`
+/// (`BITS` 8 or 16), NaN to 0, in the low bits of a `u32`: one conversion, as PTX
+/// float-to-integer conversions saturate to their destination type.
 #[inline(always)]
-fn round_to_u32(value: f32) -> u32 {
+fn round_saturated<const BITS: u32>(value: f32) -> u32 {
+    const { assert!(BITS == 8 || BITS == 16) };
     let rounded: u32;
     // SAFETY: a register conversion.
     unsafe {
-        asm!(
-            "cvt.rni.u32.f32 {rounded}, {value};",
-            rounded = out(reg32) rounded,
-            value = in(reg32) value,
-            options(pure, nomem, nostack),
-        );
+        if BITS == 8 {
+            asm!(
+                "cvt.rni.u8.f32 {rounded}, {value};",
+                rounded = out(reg32) rounded,
+                value = in(reg32) value,
+                options(pure, nomem, nostack),
+            );
+        } else {
+            asm!(
+                "cvt.rni.u16.f32 {rounded}, {value};",
+                rounded = out(reg32) rounded,
+                value = in(reg32) value,
+                options(pure, nomem, nostack),
+            );
+        }
     }
     rounded
 }
 
-/// Implements [`Element`] for an unsigned integer type, its 4-element stores packed into
-/// `$word` (a `u32` or a `u64`).
+/// The bytes of `a` and `b` that `SELECTOR` picks (`prmt.b32`: nibble `k` of the selector
+/// names result byte `k`, bytes 0-3 from `a` and 4-7 from `b`).
+#[inline(always)]
+fn permute<const SELECTOR: u32>(a: u32, b: u32) -> u32 {
+    let picked: u32;
+    // SAFETY: one instruction on registers.
+    unsafe {
+        asm!(
+            "prmt.b32 {picked}, {a}, {b}, {selector};",
+            picked = out(reg32) picked,
+            a = in(reg32) a,
+            b = in(reg32) b,
+            selector = const SELECTOR,
+            options(pure, nomem, nostack),
+        );
+    }
+    picked
+}
+
+/// The low halves of `a` and `b`, `a`'s first.
+#[inline(always)]
+fn low_halves(a: u32, b: u32) -> u32 {
+    permute::<0x5410>(a, b)
+}
+
+/// Four values below 256, packed into a word, the first in its low byte.
+#[inline(always)]
+fn pack_bytes([a, b, c, d]: [u32; 4]) -> u32 {
+    low_halves(permute::<0x3340>(a, b), permute::<0x3340>(c, d))
+}
+
+/// Four values below 65,536, packed into a word, the first in its low half.
+#[inline(always)]
+fn pack_halves([a, b, c, d]: [u32; 4]) -> u64 {
+    u64::from(low_halves(a, b)) | (u64::from(low_halves(c, d)) << 32)
+}
+
+/// Implements [`Element`] for an unsigned integer type of `$bits` bits, its 4-element stores
+/// packed by `$pack` (conversions and byte permutes: no masks, shifts or 64-bit arithmetic).
 macro_rules! unsigned {
-    ($($t:ty: $word:ty),+) => {$(
+    ($($t:ty: $bits:literal, $pack:path),+) => {$(
         impl Element for $t {
             type Real = f32;
 
@@ -299,23 +363,51 @@ macro_rules! unsigned {
 
             #[inline(always)]
             fn narrow(value: f32) -> Self {
-                round_to_u32(value).min(<$t>::MAX as u32) as $t
+                round_saturated::<$bits>(value) as $t
             }
 
             #[inline(always)]
             unsafe fn store4_streaming(target: *mut Self, quad: [f32; 4]) {
-                let bits = quad
-                    .iter()
-                    .rev()
-                    .fold(0, |word: $word, &v| (word << <$t>::BITS) | <$word>::from(Self::narrow(v)));
+                let bits = $pack(quad.map(round_saturated::<$bits>));
                 // SAFETY: 4 elements, aligned to 4 elements (caller): one aligned word.
-                unsafe { crate::gpu::store_streaming(target.cast::<$word>(), bits) }
+                unsafe { crate::gpu::store_streaming(target.cast(), bits) }
             }
         }
     )+};
 }
 
-unsigned!(u8: u32, u16: u64);
+unsigned!(u8: 8, pack_bytes, u16: 16, pack_halves);
+
+/// Stores 4 16-bit float values (`Half` or `Bf16` bits), narrowed by `narrow`, in one
+/// aligned 8-byte streaming store.
+///
+/// # Safety
+/// `target` points to 4 writable 16-bit elements of global memory, 8-byte aligned.
+#[inline(always)]
+unsafe fn store4_halves<T>(target: *mut T, quad: [f32; 4], narrow: impl Fn(f32) -> u16) {
+    let [a, b, c, d] = quad.map(narrow);
+    let bits = u64::from(join_halves(a, b)) | (u64::from(join_halves(c, d)) << 32);
+    // SAFETY: forwarded contract: one aligned `u64`.
+    unsafe { crate::gpu::store_streaming(target.cast::<u64>(), bits) }
+}
+
+/// `lo` and `hi` as one word (`mov.b32` of a 16-bit pair, which ptxas merges with the
+/// conversions that produced them: one packing conversion per pair of `Half` values).
+#[inline(always)]
+fn join_halves(lo: u16, hi: u16) -> u32 {
+    let word: u32;
+    // SAFETY: one register move.
+    unsafe {
+        asm!(
+            "mov.b32 {word}, {{{lo}, {hi}}};",
+            word = out(reg32) word,
+            lo = in(reg16) lo,
+            hi = in(reg16) hi,
+            options(pure, nomem, nostack),
+        );
+    }
+    word
+}
 
 impl Element for Half {
     type Real = f32;
@@ -352,11 +444,8 @@ impl Element for Half {
 
     #[inline(always)]
     unsafe fn store4_streaming(target: *mut Self, quad: [f32; 4]) {
-        let bits = quad.iter().rev().fold(0, |word: u64, &v| {
-            (word << 16) | u64::from(Self::narrow(v).0)
-        });
-        // SAFETY: 4 elements, aligned to 4 elements (caller): one aligned `u64`.
-        unsafe { crate::gpu::store_streaming(target.cast::<u64>(), bits) }
+        // SAFETY: 4 elements, aligned to 4 elements (caller).
+        unsafe { store4_halves(target, quad, |v| Self::narrow(v).0) }
     }
 }
 
@@ -382,10 +471,7 @@ impl Element for Bf16 {
 
     #[inline(always)]
     unsafe fn store4_streaming(target: *mut Self, quad: [f32; 4]) {
-        let bits = quad.iter().rev().fold(0, |word: u64, &v| {
-            (word << 16) | u64::from(Self::narrow(v).0)
-        });
-        // SAFETY: 4 elements, aligned to 4 elements (caller): one aligned `u64`.
-        unsafe { crate::gpu::store_streaming(target.cast::<u64>(), bits) }
+        // SAFETY: 4 elements, aligned to 4 elements (caller).
+        unsafe { store4_halves(target, quad, |v| Self::narrow(v).0) }
     }
 }
