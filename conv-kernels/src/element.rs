@@ -444,21 +444,29 @@ fn join_halves(lo: u16, hi: u16) -> u32 {
     word
 }
 
+/// The pair items of [`Element`] for a 16-bit float type `$t` (its bits as `$t.0`): a pair is
+/// one word, the first element in its low half.
+macro_rules! pairs_of_halves {
+    ($t:ident) => {
+        type Pair = u32;
+
+        #[inline(always)]
+        unsafe fn load_pair(source: *const Self) -> u32 {
+            // SAFETY: two readable elements, aligned to two (caller): one aligned word.
+            unsafe { *source.cast::<u32>() }
+        }
+
+        #[inline(always)]
+        fn widen_pair(word: u32) -> [f32; 2] {
+            [$t(word as u16).widen(), $t((word >> 16) as u16).widen()]
+        }
+    };
+}
+
 impl Element for Half {
     type Real = f32;
 
-    type Pair = u32;
-
-    #[inline(always)]
-    unsafe fn load_pair(source: *const Self) -> u32 {
-        // SAFETY: two readable elements, aligned to two (caller): one aligned word.
-        unsafe { *source.cast::<u32>() }
-    }
-
-    #[inline(always)]
-    fn widen_pair(word: u32) -> [f32; 2] {
-        [Half(word as u16).widen(), Half((word >> 16) as u16).widen()]
-    }
+    pairs_of_halves!(Half);
 
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -500,21 +508,7 @@ impl Element for Half {
 impl Element for Bf16 {
     type Real = f32;
 
-    type Pair = u32;
-
-    #[inline(always)]
-    unsafe fn load_pair(source: *const Self) -> u32 {
-        // SAFETY: two readable elements, aligned to two (caller): one aligned word.
-        unsafe { *source.cast::<u32>() }
-    }
-
-    #[inline(always)]
-    fn widen_pair(word: u32) -> [f32; 2] {
-        [
-            f32::from_bits(word << 16),
-            f32::from_bits(word & 0xFFFF_0000),
-        ]
-    }
+    pairs_of_halves!(Bf16);
 
     #[inline(always)]
     fn widen(self) -> f32 {
