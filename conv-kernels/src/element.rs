@@ -236,15 +236,6 @@ pub trait Element: Copy {
     /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
     /// type's range, NaN to 0; `Half` and `Bf16` rounded to nearest (overflow to infinity).
     fn narrow(value: Self::Real) -> Self;
-    /// Two consecutive elements as one load reads them: a word for the narrow types.
-    type Pair: Copy + Default;
-    /// Reads `source[0]` and `source[1]`.
-    ///
-    /// # Safety
-    /// `source` points to 2 readable elements of global memory, aligned to 2 elements.
-    unsafe fn load_pair(source: *const Self) -> Self::Pair;
-    /// A pair's two values, widened, the first element's first.
-    fn widen_pair(pair: Self::Pair) -> [Self::Real; 2];
     /// Writes `quad`, narrowed, to the 4 consecutive elements from `target`, in one store that
     /// bypasses L1 and is marked as read once (`.cs`).
     ///
@@ -259,22 +250,10 @@ macro_rules! stored_as_itself {
     ($($t:ty: $store:path),+) => {$(
         impl Element for $t {
             type Real = $t;
-            type Pair = [$t; 2];
 
             #[inline(always)]
             fn widen(self) -> Self {
                 self
-            }
-
-            #[inline(always)]
-            unsafe fn load_pair(source: *const Self) -> [$t; 2] {
-                // SAFETY: two readable elements (caller).
-                unsafe { [*source, *source.add(1)] }
-            }
-
-            #[inline(always)]
-            fn widen_pair(pair: [$t; 2]) -> [$t; 2] {
-                pair
             }
 
             #[inline(always)]
@@ -370,30 +349,16 @@ fn pack_halves([a, b, c, d]: [u32; 4]) -> u64 {
     u64::from(low_halves(a, b)) | (u64::from(low_halves(c, d)) << 32)
 }
 
-/// Implements [`Element`] for an unsigned integer type of `$bits` bits, its pairs loaded as one
-/// `$pair`, its 4-element stores packed by `$pack` (conversions and byte permutes: no masks,
-/// shifts or 64-bit arithmetic).
+/// Implements [`Element`] for an unsigned integer type of `$bits` bits, its 4-element stores
+/// packed by `$pack` (conversions and byte permutes: no masks, shifts or 64-bit arithmetic).
 macro_rules! unsigned {
-    ($($t:ty: $bits:literal, $pair:ty, $pack:path),+) => {$(
+    ($($t:ty: $bits:literal, $pack:path),+) => {$(
         impl Element for $t {
             type Real = f32;
 
             #[inline(always)]
             fn widen(self) -> f32 {
                 self as f32
-            }
-
-            type Pair = $pair;
-
-            #[inline(always)]
-            unsafe fn load_pair(source: *const Self) -> $pair {
-                // SAFETY: two readable elements, aligned to two (caller): one aligned word.
-                unsafe { *source.cast::<$pair>() }
-            }
-
-            #[inline(always)]
-            fn widen_pair(word: $pair) -> [f32; 2] {
-                [(word as $t) as f32, (word >> <$t>::BITS) as f32]
             }
 
             #[inline(always)]
@@ -411,7 +376,7 @@ macro_rules! unsigned {
     )+};
 }
 
-unsigned!(u8: 8, u16, pack_bytes, u16: 16, u32, pack_halves);
+unsigned!(u8: 8, pack_bytes, u16: 16, pack_halves);
 
 /// Stores 4 16-bit float values (`Half` or `Bf16` bits), narrowed by `narrow`, in one
 /// aligned 8-byte streaming store.
@@ -444,29 +409,8 @@ fn join_halves(lo: u16, hi: u16) -> u32 {
     word
 }
 
-/// The pair items of [`Element`] for a 16-bit float type `$t` (its bits as `$t.0`): a pair is
-/// one word, the first element in its low half.
-macro_rules! pairs_of_halves {
-    ($t:ident) => {
-        type Pair = u32;
-
-        #[inline(always)]
-        unsafe fn load_pair(source: *const Self) -> u32 {
-            // SAFETY: two readable elements, aligned to two (caller): one aligned word.
-            unsafe { *source.cast::<u32>() }
-        }
-
-        #[inline(always)]
-        fn widen_pair(word: u32) -> [f32; 2] {
-            [$t(word as u16).widen(), $t((word >> 16) as u16).widen()]
-        }
-    };
-}
-
 impl Element for Half {
     type Real = f32;
-
-    pairs_of_halves!(Half);
 
     #[inline(always)]
     fn widen(self) -> f32 {
@@ -507,8 +451,6 @@ impl Element for Half {
 
 impl Element for Bf16 {
     type Real = f32;
-
-    pairs_of_halves!(Bf16);
 
     #[inline(always)]
     fn widen(self) -> f32 {

@@ -419,24 +419,6 @@ impl SharedTile {
         }
     }
 
-    /// Writes elements `index` and `index + 1` with one 8-byte access.
-    ///
-    /// # Safety
-    /// `index` is even and `index + 2` is within the reserved count.
-    #[inline(always)]
-    pub unsafe fn store2(index: u64, [a, b]: [f32; 2]) {
-        // SAFETY: in bounds and 8-byte aligned (the symbol is `.align 16`) by the contract.
-        unsafe {
-            asm!(
-                "st.shared.v2.f32 [{addr}], {{{a}, {b}}};",
-                addr = in(reg64) Self::address(index),
-                a = in(reg32) a,
-                b = in(reg32) b,
-                options(nostack),
-            );
-        }
-    }
-
     /// Writes elements `index..index + 4` with one 16-byte access.
     ///
     /// # Safety

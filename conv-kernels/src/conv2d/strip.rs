@@ -190,36 +190,15 @@ impl<const K: u64> Strip<K> {
         // A warp's 4 rows of a 32-row step in flight together, its 2 rows of a 16-row one (the
         // border steps half as many).
         let short_steps = K < CHUNK;
-        let interior =
-            self.columns_inside && step_y >= 0 && step_y as u64 + K <= u64::from(p.height);
-        // The narrow types load two elements at once where every staged row starts on a pair:
-        // an even pitch, and the first staged element's address a multiple of two elements.
-        // Half the loads, stores and addresses, for 4 to 16 bytes of spills in six of the
-        // narrow kernels (PERFORMANCE.md).
-        let pairs = size_of::<S>() < 4
-            && p.pitch.is_multiple_of(2)
-            && (input.addr() as u64 / size_of::<S>() as u64)
-                .wrapping_add(self.first_e as u64)
-                .is_multiple_of(2);
-        if interior && pairs {
-            let row = |ry| (step_y as u64 + ry) * p.pitch + self.first_e as u64 + 2 * self.lane;
-            // SAFETY: the step's region lies inside the image; `row + 64 k` is even.
-            let load =
-                |row, k: usize| unsafe { S::load_pair(input.add((row + 64 * k as u64) as usize)) };
-            if short_steps {
-                staging.interior_at::<M, C, 2, 2, _, _>(row_word, (row, load), S::widen_pair);
-            } else {
-                staging.interior_at::<M, C, 4, 2, _, _>(row_word, (row, load), S::widen_pair);
-            }
-        } else if interior {
+        if self.columns_inside && step_y >= 0 && step_y as u64 + K <= u64::from(p.height) {
             let row = |ry| (step_y as u64 + ry) * p.pitch + self.first_e as u64 + self.lane;
             // SAFETY: the step's region lies inside the image.
-            let load =
+            let value =
                 |row, k: usize| unsafe { (*input.add((row + 32 * k as u64) as usize)).widen() };
             if short_steps {
-                staging.interior_at::<M, C, 2, 1, _, _>(row_word, (row, load), |v| [v]);
+                staging.interior_at::<M, C, 2, _>(row_word, row, value);
             } else {
-                staging.interior_at::<M, C, 4, 1, _, _>(row_word, (row, load), |v| [v]);
+                staging.interior_at::<M, C, 4, _>(row_word, row, value);
             }
         } else {
             // Border steps fold each staged row once and take each column's folded offset
@@ -233,9 +212,9 @@ impl<const K: u64> Strip<K> {
                 image.at(row, (column != NO_COLUMN).then_some(u64::from(column)))
             };
             if short_steps {
-                staging.interior_at::<M, C, 1, 1, _, _>(row_word, (row, value), |v| [v]);
+                staging.interior_at::<M, C, 1, _>(row_word, row, value);
             } else {
-                staging.interior_at::<M, C, 2, 1, _, _>(row_word, (row, value), |v| [v]);
+                staging.interior_at::<M, C, 2, _>(row_word, row, value);
             }
         }
     }

@@ -76,40 +76,31 @@ impl<L: RowLayout> Staging<L> {
         row: impl Fn(u64) -> T,
         value: impl Fn(T, usize) -> f32,
     ) {
-        self.interior_at::<W, C, ROWS, 1, T, f32>(|ry| ry * self.row_words, (row, value), |v| [v]);
+        self.interior_at::<W, C, ROWS, T>(|ry| ry * self.row_words, row, value);
     }
 
     /// [`Staging::interior`] with region row `ry` starting at word `row_word(ry)` (a ring's
-    /// slots, say) instead of `ry * row_words`, and `N` (1 or 2) consecutive elements a load:
-    /// `load(prepared, k)` reads elements `N lane + 32 N k ..` as a `V`, which `widen` turns
-    /// into `N` values when they are stored (the narrow types load two elements at once: half
-    /// the loads, stores and addresses, and a register a pair while the loads are in flight).
+    /// slots, say) instead of `ry * row_words`.
     #[inline(always)]
-    pub fn interior_at<const W: usize, const C: usize, const ROWS: usize, const N: usize, T, V>(
+    pub fn interior_at<const W: usize, const C: usize, const ROWS: usize, T: Copy>(
         &self,
         row_word: impl Fn(u64) -> u64,
-        (row, load): (impl Fn(u64) -> T, impl Fn(T, usize) -> V),
-        widen: impl Fn(V) -> [f32; N],
-    ) where
-        T: Copy,
-        V: Copy + Default,
-    {
+        row: impl Fn(u64) -> T,
+        value: impl Fn(T, usize) -> f32,
+    ) {
         let width = TILE_ELEMENTS + (W - 1) * C;
-        // Groups of `N` never straddle the region's end.
-        const { assert!(N == 1 || (N == 2 && ((W - 1) * C).is_multiple_of(2))) };
-        let columns = width.div_ceil(32 * N);
+        let columns = width.div_ceil(32);
         const { assert!(W <= 31 && C <= 4 && ROWS >= 1) };
-        let first = N as u64 * self.lane;
-        let first_word = L::word(first);
+        let first_word = L::word(self.lane);
         let mut ry = self.warp;
         while ry < self.rows {
-            let mut values = [[V::default(); MAX_STAGED_COLUMNS]; ROWS];
+            let mut values = [[0.0f32; MAX_STAGED_COLUMNS]; ROWS];
             for (n, staged_row) in values.iter_mut().enumerate() {
                 let ry = ry + (n as u64) * self.warps;
                 let prepared = row(ry);
                 for (k, staged) in staged_row.iter_mut().enumerate().take(columns) {
-                    if ry < self.rows && first + ((32 * N * k) as u64) < width as u64 {
-                        *staged = load(prepared, k);
+                    if ry < self.rows && self.lane + 32 * (k as u64) < width as u64 {
+                        *staged = value(prepared, k);
                     }
                 }
             }
@@ -117,21 +108,10 @@ impl<L: RowLayout> Staging<L> {
                 let ry = ry + (n as u64) * self.warps;
                 let words = row_word(ry) + first_word;
                 for (k, &staged) in staged_row.iter().enumerate().take(columns) {
-                    if ry < self.rows && first + ((32 * N * k) as u64) < width as u64 {
-                        let word = words + (N * k) as u64 * L::COLUMN_WORDS;
-                        let staged = widen(staged);
-                        // SAFETY: row `ry < rows`, elements `N lane + 32 N k .. + N <= width`:
-                        // inside the block's reserved rows; a pair's first word is even (the
-                        // layouts keep pairs of elements in consecutive words, rows start on
-                        // quads).
-                        unsafe {
-                            if N == 1 {
-                                SharedTile::store(word, staged[0]);
-                            } else {
-                                // `N - 1`: 1 here, and in range for the `N = 1` instances too.
-                                SharedTile::store2(word, [staged[0], staged[N - 1]]);
-                            }
-                        }
+                    if ry < self.rows && self.lane + 32 * (k as u64) < width as u64 {
+                        // SAFETY: row `ry < rows`, element `lane + 32 k < width`: inside the
+                        // block's reserved rows.
+                        unsafe { SharedTile::store(words + L::COLUMN_WORDS * k as u64, staged) };
                     }
                 }
             }
