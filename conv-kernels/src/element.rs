@@ -95,8 +95,8 @@ macro_rules! constant_load {
     }};
 }
 
-/// One PTX instruction `$opcode output, input` on registers of `$t` (register class `$class`)
-/// with the inline-assembly options given; no memory.
+/// One PTX instruction `$opcode output, input`, the output a `$t`, both in registers of class
+/// `$class`, with the inline-assembly options given; no memory.
 macro_rules! register_op {
     ($t:ty, $class:ident, [$($opcode:literal),+], $input:expr, $($option:ident),+) => {{
         let output: $t;
@@ -290,26 +290,11 @@ unsafe fn store4_f64(target: *mut f64, quad: [f64; 4]) {
 #[inline(always)]
 fn round_saturated<const BITS: u32>(value: f32) -> u32 {
     const { assert!(BITS == 8 || BITS == 16) };
-    let rounded: u32;
-    // SAFETY: a register conversion.
-    unsafe {
-        if BITS == 8 {
-            asm!(
-                "cvt.rni.u8.f32 {rounded}, {value};",
-                rounded = out(reg32) rounded,
-                value = in(reg32) value,
-                options(pure, nomem, nostack),
-            );
-        } else {
-            asm!(
-                "cvt.rni.u16.f32 {rounded}, {value};",
-                rounded = out(reg32) rounded,
-                value = in(reg32) value,
-                options(pure, nomem, nostack),
-            );
-        }
+    if BITS == 8 {
+        register_op!(u32, reg32, ["cvt.rni.u8.f32"], value, pure, nomem, nostack)
+    } else {
+        register_op!(u32, reg32, ["cvt.rni.u16.f32"], value, pure, nomem, nostack)
     }
-    rounded
 }
 
 /// The bytes of `a` and `b` that `SELECTOR` picks (`prmt.b32`: nibble `k` of the selector
