@@ -242,10 +242,11 @@ fn at_least(line: &str, family: &str, least: u32) -> bool {
 /// thread (sixteen registers in f64), the unrolled taps' loads and a batch of staged loads
 /// spilled at 80.
 const CONV3D_BLOCKS: u32 = 2;
-/// The `f64` 1 x 5 x 5 kernel staged through registers (`conv3d_tiled_m1x5_f64`, 2D `f64`
-/// images at 5 x 5 before sm_90): one block per SM (172 registers), where two spilled 28 to 48
-/// bytes at 4, 6 and 8 rows a thread.
-const CONV3D_M1X5_F64_BLOCKS: u32 = 1;
+/// One block per SM for the `f64` 1 x 5 x 5 kernel staged through registers
+/// (`conv3d_tiled_m1x5_f64`, 2D `f64` images at 5 x 5 before sm_90: 172 registers, where two
+/// spilled 28 to 48 bytes at 4, 6 and 8 rows a thread) and the 5 x 5 x 5 kernels staged by
+/// asynchronous copies (`conv3d_tiled_async_m5*`: 8 rows a thread, `conv3d_rows`).
+const CONV3D_ONE_BLOCK: u32 = 1;
 
 fn bound_block_size(ptx: &str) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
@@ -285,8 +286,10 @@ fn bound_block_size(ptx: &str) -> String {
                     AXIS_RING_BLOCKS
                 } else if line.contains(".entry axis_") {
                     AXIS_BLOCKS
-                } else if line.contains(".entry conv3d_tiled_m1x5_f64(") {
-                    CONV3D_M1X5_F64_BLOCKS
+                } else if line.contains(".entry conv3d_tiled_m1x5_f64(")
+                    || line.contains(".entry conv3d_tiled_async_m5")
+                {
+                    CONV3D_ONE_BLOCK
                 } else {
                     CONV3D_BLOCKS
                 })

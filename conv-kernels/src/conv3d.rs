@@ -18,8 +18,8 @@
 //! Mask shapes compiled in (`SIDE`, `DEPTH` > 0: 3 x 3 x 3, 5 x 5 x 5 (`f32`), and 1 x 3 x 3 and
 //! 1 x 5 x 5 for batches and, in `f64`, for 2D images as one slice) unroll every loop, each
 //! tap a constant-memory operand of its multiply-add, `conv3d_rows` rows a thread (in `f32` up
-//! to 3 slices deep: 4 staged through registers, 8 by asynchronous copies; 2 at 5 x 5 x 5 by
-//! asynchronous copies; 8 and 4 in `f64` one slice deep, 8 by asynchronous copies). A block
+//! to 3 slices deep: 4 staged through registers; 8 by asynchronous copies, at 5 x 5 x 5 with one
+//! block per SM; 8 and 4 in `f64` one slice deep, 8 by asynchronous copies). A block
 //! whose tile and halo lie inside the slice stages them without folding by the boundary mode
 //! (by asynchronous copies, without a check for ghost cells). The cubic `f32` kernels staged
 //! by asynchronous copies also come with one channel compiled in (`_c1`), which makes every
