@@ -282,10 +282,15 @@ fn the_filter_family_matches_the_reference() {
 /// twin.
 fn volumes<T: Random>(rng: &mut StdRng) {
     let nd = engine().ndimage();
-    let cases: [(&[usize], &[usize]); 15] = [
+    let cases: [(&[usize], &[usize]); 18] = [
         (&[13, 37, 45], &[3, 3, 3]),
         (&[70, 9, 35], &[3, 3, 3]),
         (&[11, 20, 70], &[5, 5, 5]),
+        // Rows of a multiple of 4 elements, wide and tall enough for tiles whose halo lies
+        // inside the slice: staged by 16-byte words on compute capability 9.0.
+        (&[6, 70, 200], &[3, 3, 3]),
+        (&[5, 72, 264], &[5, 5, 5]),
+        (&[4, 70, 68, 3], &[3, 3, 3, 1]),
         (&[9, 17, 40], &[2, 4, 3]),
         // A batch: each image on its own; rows of a multiple of 4 elements and square masks
         // of 3 to 9 run on the 2D streaming kernel, one grid plane per image.

@@ -642,8 +642,8 @@ pub const CONV3D_RING: usize = 8;
 /// 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), for `f64`
 /// masks one slice deep (one sum a row) 8 at 1 x 3 x 3 and 4 at 1 x 5 x 5, else 1,
 /// where the sums of more rows spilled registers. By asynchronous copies, which hold no staged
-/// values in registers: 8, the 5 x 5 x 5 kernels at one block per SM (their 40 sums take 237
-/// to 252 registers; 2 rows at two blocks: H100, 512^3, 1.292 against 1.115 ms).
+/// values in registers: 8, the 5 x 5 x 5 kernels at one block per SM (their 40 sums take 241
+/// to 255 registers; 2 rows at two blocks: H100, 512^3, 1.292 against 1.098 ms).
 pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
     if side == 0 {
         return 1;
@@ -667,17 +667,25 @@ pub const fn conv3d_row_elements(mask_w: u64, channels: u64) -> u64 {
 /// one its threads read and the next three, in flight.
 pub const CONV3D_ASYNC_SLICES: u64 = 4;
 
+/// Elements of one 16-byte copy of `bytes`-byte elements where a 3D kernel stages by
+/// asynchronous copies, else 1.
+pub const fn conv3d_copy_elements(bytes: u64, asynchronous: bool) -> u64 {
+    if asynchronous { 16 / bytes } else { 1 }
+}
+
+/// Shared-memory elements from one staged row of a 3D block to the next, for a mask `mask_w`
+/// wide over `channels` channels and copies of `copy_elements` elements
+/// ([`conv3d_copy_elements`]): the row's elements, and room to start them at their place in a
+/// 16-byte word, so that a tile inside the volume stages whole aligned words.
+pub const fn conv3d_row_words(mask_w: u64, channels: u64, copy_elements: u64) -> u64 {
+    (conv3d_row_elements(mask_w, channels) + copy_elements - 1).next_multiple_of(copy_elements)
+}
+
 /// Shared-memory elements of a 3D block of threads computing `rows` rows each: `slices`
 /// staged slices of the tile and its halo (2, or `CONV3D_ASYNC_SLICES` for the kernels staged
-/// by asynchronous copies).
-pub const fn conv3d_shared_elements(
-    slices: u64,
-    rows: u64,
-    mask_h: u64,
-    mask_w: u64,
-    channels: u64,
-) -> u64 {
-    slices * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * conv3d_row_elements(mask_w, channels)
+/// by asynchronous copies), rows of [`conv3d_row_words`].
+pub const fn conv3d_shared_elements(slices: u64, rows: u64, mask_h: u64, row_words: u64) -> u64 {
+    slices * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * row_words
 }
 
 /// Input rows per step of the wide separable pair kernels (`conv2d_separable_wide_pair_m{M}`):

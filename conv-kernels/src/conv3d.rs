@@ -21,7 +21,9 @@
 //! to 3 slices deep: 4 staged through registers; 8 by asynchronous copies, at 5 x 5 x 5 with one
 //! block per SM; 8 and 4 in `f64` one slice deep, 8 by asynchronous copies). A block
 //! whose tile and halo lie inside the slice stages them without folding by the boundary mode
-//! (by asynchronous copies, without a check for ghost cells). The cubic `f32` kernels staged
+//! (by asynchronous copies, without a check for ghost cells; of compiled shapes over rows of
+//! whole 16-byte words, by 16-byte copies, a row's elements at their places within a word in
+//! shared memory: `conv3d_row_words`). The cubic `f32` kernels staged
 //! by asynchronous copies also come with one channel compiled in (`_c1`), which makes every
 //! window offset an immediate.
 //! The `f64` kernels for 2D images staged by asynchronous copies (`DOWN_ROWS`) walk a block
@@ -33,18 +35,18 @@
 //!
 //! Latency bounds the register staging: at up to 128 registers two blocks fit an SM, with one
 //! slice's loads in flight. The asynchronous copies keep three slices in flight; at 3 x 3 x
-//! 3 issue and the L2 traffic of the 4-byte copies bound them together (PERFORMANCE.md: N-D
-//! operations).
+//! 3 issue and L2 traffic bound them together (PERFORMANCE.md: N-D operations).
 
 use crate::abi::{
-    CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_row_elements,
-    conv3d_rows,
+    CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_copy_elements,
+    conv3d_row_elements, conv3d_row_words, conv3d_rows,
 };
 use crate::boundary::Volume;
 use crate::element::Real;
 use crate::gpu::{
     ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, commit_async_copies,
-    div_rem, element_at, sync_threads, thread_idx_x, wait_async_copies,
+    copy_16_bytes_to_shared_async, div_rem, element_at, sync_threads, thread_idx_x,
+    wait_async_copies,
 };
 
 const THREADS_X: u64 = CONV3D_THREADS.0 as u64;
@@ -63,6 +65,21 @@ const fn staged_per_thread(side: u32, rows: usize, channels: u32) -> usize {
     let staged = (THREADS_Y as usize * rows + halo) * (THREADS_X as usize + channels * halo);
     staged.div_ceil(THREADS as usize)
 }
+/// 16-byte words of `copy_elements` elements each thread stages of a slice's tile and halo,
+/// for a compiled `side x side` mask over `channels` channels (0: up to 4), `rows` rows a thread,
+/// the row's first element at any place in its word.
+const fn staged_words_per_thread(
+    side: u32,
+    rows: usize,
+    channels: u32,
+    copy_elements: u32,
+) -> usize {
+    let halo = side.saturating_sub(1) as usize;
+    let channels = if channels == 0 { 4 } else { channels as usize };
+    let copy_elements = copy_elements as usize;
+    let words = (THREADS_X as usize + channels * halo + copy_elements - 1).div_ceil(copy_elements);
+    ((THREADS_Y as usize * rows + halo) * words).div_ceil(THREADS as usize)
+}
 /// The in-slice offset of a constant ghost cell.
 const GHOST: u32 = u32::MAX;
 
@@ -74,8 +91,9 @@ const GHOST: u32 = u32::MAX;
 /// overlap; `mask` holds the launch's `mask_d * mask_h * mask_w` taps; `p.x_tiles` and
 /// `p.y_tiles` count tiles of 64 elements and `4 ROWS` rows, the grid covers the slices in
 /// steps of `p.slices >= 1`; a 256-thread launch with
-/// `conv3d_shared_elements(slices, ROWS, mask_h, mask_w, channels) * size_of::<T>()` bytes of
-/// shared memory (`slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2, or 1 where a block
+/// `conv3d_shared_elements(slices, ROWS, mask_h, row_words) * size_of::<T>()` bytes of
+/// shared memory (`row_words`: `conv3d_row_words(mask_w, channels, conv3d_copy_elements(..,
+/// ASYNC))`; `slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2, or 1 where a block
 /// stages one slice, `p.slices + mask_d = 2`); `mask_d <= RING`; for
 /// `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH = RING`; for `CHANNELS > 0`,
 /// `channels = CHANNELS`; `ASYNC` only on sm_80 or later. `DOWN_ROWS` (a block walks down
@@ -119,6 +137,17 @@ unsafe fn tiled<
     let (tx, ty) = ((tid % THREADS_X) as u32, (tid / THREADS_X) as u32);
     let staged_w = conv3d_row_elements(u64::from(compiled(SIDE, p.mask_w)), channels.into());
     let staged_h = tile_h + p.mask_h - 1;
+    // Staged rows lie `row_words` apart in shared memory, element `e` of a row at `e + shift`:
+    // staged by asynchronous copies, every element at its place within a 16-byte word, so
+    // that a tile inside the volume stages whole aligned words.
+    let copy_elements = conv3d_copy_elements(size_of::<T>() as u64, ASYNC) as u32;
+    let shift =
+        (copy_elements - (p.left * u64::from(channels)) as u32 % copy_elements) % copy_elements;
+    let row_words = conv3d_row_words(
+        u64::from(compiled(SIDE, p.mask_w)),
+        channels.into(),
+        copy_elements.into(),
+    ) as u32;
     // SAFETY: `input` holds the volume (caller).
     let volume = unsafe { Volume::new(input, p) };
     let first_e = e0 as i64 - (p.left * u64::from(channels)) as i64;
@@ -148,14 +177,13 @@ unsafe fn tiled<
         compiled(SIDE, p.mask_h),
         compiled(SIDE, p.mask_w),
     );
-    let row_words = staged_w as u32;
     let outputs = if DOWN_ROWS {
         (p.height - y0).div_ceil(tile_h).min(p.slices)
     } else {
         (p.depth - z0).min(p.slices)
     };
     let slices = outputs + u64::from(mask_d) - 1;
-    let buffer = staged_w * staged_h;
+    let buffer = u64::from(row_words) * staged_h;
     // Staged slice `s` sits in buffer `s mod buffers`.
     let buffers = if ASYNC { CONV3D_ASYNC_SLICES } else { 2 };
     let buffer_of = |s: u64| (s % buffers) * buffer;
@@ -170,7 +198,7 @@ unsafe fn tiled<
         // SAFETY: row `r < staged_h`, element `e < staged_w`, buffer below `buffers`: inside
         // the reserved `buffers * staged_h * staged_w` elements.
         move |r: u32, e: u32, value: T| unsafe {
-            SharedTile::store_real(base + u64::from(r * row_words + e), value)
+            SharedTile::store_real(base + u64::from(r * row_words + e + shift), value)
         }
     };
     // Compiled mask shapes keep the places of their whole slice's elements (up to 4
@@ -188,18 +216,52 @@ unsafe fn tiled<
     // registers loads them a slice ahead, so that their loads overlap the multiply-adds of
     // the slice before. Both kept in 32 bits: 64-bit addresses took the registers the sums
     // need.
-    let first = Walk::new(tid as u32, THREADS as u32, row_words);
+    let first = Walk::new(tid as u32, THREADS as u32, staged_w as u32);
     let mut offsets = [GHOST; AHEAD];
     let mut targets = [u32::MAX; AHEAD];
     let mut rest = first;
-    for (offset, target) in offsets.iter_mut().zip(&mut targets).take(ahead_count) {
-        if u64::from(rest.row) < staged_h {
-            // Offsets within a slice fit 32 bits (caller).
-            *offset = placer(0)(rest.row, rest.column).map_or(GHOST, |o| o as u32);
-            // A buffer is at most the shared memory of a block.
-            *target = (rest.row * row_words + rest.column) * size_of::<T>() as u32;
+    // A block whose tile and halo lie inside the slice stages whole 16-byte words where the
+    // volume's rows start at such words and the thread's words fit its places (`by_words`):
+    // the `words_per_row` words that hold a row's staged elements, ending inside the row.
+    let words_per_row = (shift + staged_w as u32).div_ceil(copy_elements);
+    let word_slots = if ASYNC && SIDE > 0 && copy_elements > 1 {
+        staged_words_per_thread(SIDE, ROWS, CHANNELS, copy_elements).min(ahead_count)
+    } else {
+        0
+    };
+    let (first_y, inside) = interior(0);
+    let by_words = word_slots > 0
+        && !DOWN_ROWS
+        && inside
+        && (input as usize).is_multiple_of(16)
+        && p.pitch.is_multiple_of(u64::from(copy_elements))
+        && (first_e as u64 + staged_w).next_multiple_of(copy_elements.into()) <= row_elements
+        && staged_h * u64::from(words_per_row) <= word_slots as u64 * THREADS;
+    if by_words {
+        // The thread's words: their offsets within a slice and byte offsets in a buffer.
+        let first_word = first_y as u64 * p.pitch + first_e as u64 - u64::from(shift);
+        let mut word = Walk::new(tid as u32, THREADS as u32, words_per_row);
+        for (offset, target) in offsets.iter_mut().zip(&mut targets).take(word_slots) {
+            if u64::from(word.row) < staged_h {
+                // Offsets within a slice fit 32 bits (caller).
+                *offset = (first_word
+                    + u64::from(word.row) * p.pitch
+                    + u64::from(word.column * copy_elements)) as u32;
+                *target =
+                    (word.row * row_words + word.column * copy_elements) * size_of::<T>() as u32;
+            }
+            word.advance();
         }
-        rest.advance();
+    } else {
+        for (offset, target) in offsets.iter_mut().zip(&mut targets).take(ahead_count) {
+            if u64::from(rest.row) < staged_h {
+                // Offsets within a slice fit 32 bits (caller).
+                *offset = placer(0)(rest.row, rest.column).map_or(GHOST, |o| o as u32);
+                // A buffer is at most the shared memory of a block.
+                *target = (rest.row * row_words + rest.column + shift) * size_of::<T>() as u32;
+            }
+            rest.advance();
+        }
     }
     let load_ahead = |s: u64| {
         let base = slice(s);
@@ -227,7 +289,8 @@ unsafe fn tiled<
     // Starts copying slice `s` into its buffer without passing through registers (ghost
     // cells stored at once) and closes the group of those copies. Past the block's last slice
     // the group is empty, so that slice `s`'s group is always the oldest of `buffers - 1`.
-    let begin_async = |s: u64| {
+    let begin_async = #[inline(always)]
+    |s: u64| {
         if s < slices {
             let (base, in_slice) = (slice(s), placer(s));
             let buffer_start =
@@ -258,12 +321,35 @@ unsafe fn tiled<
             // one (no ghost cells): each copy is an address and a `cp.async`, where the checks
             // of the general case took most of a slice's staging instructions.
             match volume.address(base, Some(0)) {
-                Some(start) if !DOWN_ROWS && interior(0).1 => copy_ahead(Some(start), false),
+                Some(start) if by_words => {
+                    for (&offset, &target) in offsets.iter().zip(&targets).take(word_slots) {
+                        if target != u32::MAX {
+                            // SAFETY: a word of the slice's rows, 16-byte aligned (`by_words`);
+                            // `target` as in `copy`, 16-byte aligned (`shift`, `row_words`).
+                            unsafe {
+                                copy_16_bytes_to_shared_async(
+                                    buffer_start + target,
+                                    element_at(start, offset),
+                                )
+                            };
+                        }
+                    }
+                }
+                None if by_words => {
+                    for &target in targets.iter().take(word_slots) {
+                        if target != u32::MAX {
+                            for k in 0..copy_elements {
+                                copy(buffer_start + target + k * size_of::<T>() as u32, None);
+                            }
+                        }
+                    }
+                }
+                Some(start) if !DOWN_ROWS && inside => copy_ahead(Some(start), false),
                 start => copy_ahead(start, true),
             }
             let mut walk = rest;
-            while u64::from(walk.row) < staged_h {
-                let target = (walk.row * row_words + walk.column) * size_of::<T>() as u32;
+            while !by_words && u64::from(walk.row) < staged_h {
+                let target = (walk.row * row_words + walk.column + shift) * size_of::<T>() as u32;
                 copy(
                     buffer_start + target,
                     volume.address(base, in_slice(walk.row, walk.column)),
@@ -309,7 +395,7 @@ unsafe fn tiled<
         let base = buffer_of(s);
         let mut odd = [T::ZERO; ROWS];
         for i in 0..window_rows {
-            let row = base + u64::from((ty * ROWS as u32 + i) * row_words + tx);
+            let row = base + u64::from((ty * ROWS as u32 + i) * row_words + tx + shift);
             for dx in 0..mask_w {
                 // SAFETY: row `ty ROWS + i < staged_h`, element `tx + dx * channels <
                 // staged_w` of this slice's buffer, stored before the last barrier.
@@ -351,15 +437,16 @@ unsafe fn tiled<
                 (z0 + k as u64, first_row)
             };
             let first = output.wrapping_add(((z * p.height + first_row) * p.pitch + e) as usize);
-            // Rows of the thread inside the volume: one 32-bit compare a row.
+            // Rows of the thread inside the volume: one 32-bit compare a row, none where all
+            // are (`all_inside`).
             let rows_inside = p.height.saturating_sub(first_row).min(ROWS as u64) as u32;
             // Stores the rows inside the volume, adding what the output holds where
-            // `accumulate`, clamped where `clamp`: both decided once per slice, not per row.
+            // `accumulate`, clamped where `clamp`: all decided once per slice, not per row.
             let store_rows = #[inline(always)]
-            |accumulate: bool, clamp: bool| {
+            |accumulate: bool, clamp: bool, all_inside: bool| {
                 let mut at = first;
                 for (r, &sum) in sums[0].iter().enumerate() {
-                    if (r as u32) < rows_inside {
+                    if all_inside || (r as u32) < rows_inside {
                         let total = if accumulate {
                             // SAFETY: row `first_row + r` of slice `z`, element `e`: inside
                             // the volume; this thread alone writes the element.
@@ -381,10 +468,12 @@ unsafe fn tiled<
             match (
                 p.accumulate != 0,
                 p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY,
+                rows_inside == ROWS as u32,
             ) {
-                (false, false) => store_rows(false, false),
-                (false, true) => store_rows(false, true),
-                (true, _) => store_rows(true, true),
+                (false, false, true) => store_rows(false, false, true),
+                (false, false, false) => store_rows(false, false, false),
+                (false, true, _) => store_rows(false, true, false),
+                (true, ..) => store_rows(true, true, false),
             }
         }
         for j in 0..RING - 1 {

@@ -6,8 +6,8 @@
 
 use super::slices_per_block;
 use crate::abi::{
-    CONV3D_ASYNC_SLICES, CONV3D_THREADS, Conv2dParams, Conv3dParams, conv3d_rows,
-    conv3d_shared_elements,
+    CONV3D_ASYNC_SLICES, CONV3D_THREADS, Conv2dParams, Conv3dParams, conv3d_copy_elements,
+    conv3d_row_words, conv3d_rows, conv3d_shared_elements,
 };
 use crate::device::DeviceInfo;
 use crate::device_array::PITCH_ALIGNMENT;
@@ -72,8 +72,12 @@ pub(crate) fn plan(
     let thread_rows = conv3d_rows(1, side, 8, asynchronous);
     // A block of the register staging computes one tile: one staged buffer.
     let buffers = if asynchronous { CONV3D_ASYNC_SLICES } else { 1 };
-    let shared =
-        conv3d_shared_elements(buffers, thread_rows, side, side, channels.max(1) as u64) * 8;
+    let row_words = conv3d_row_words(
+        side,
+        channels.max(1) as u64,
+        conv3d_copy_elements(8, asynchronous),
+    );
+    let shared = conv3d_shared_elements(buffers, thread_rows, side, row_words) * 8;
     let pitch = width
         .checked_mul(channels.max(1))?
         .checked_next_multiple_of(PITCH_ALIGNMENT)?;

@@ -6,8 +6,8 @@ mod launch;
 pub(crate) mod reference;
 
 use crate::abi::{
-    CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_rows,
-    conv3d_shared_elements,
+    CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_copy_elements,
+    conv3d_row_words, conv3d_rows, conv3d_shared_elements,
 };
 use crate::conv2d::Mask2d;
 use crate::element::Real;
@@ -138,8 +138,10 @@ impl Session<'_> {
         let side = if compiled { mask_h } else { 0 };
         let asynchronous = staged_slices == CONV3D_ASYNC_SLICES;
         let rows = conv3d_rows(mask_d, side, size_of::<R>() as u64, asynchronous);
-        let shared = conv3d_shared_elements(staged_slices, rows, mask_h, mask_w, channels)
-            * size_of::<R>() as u64;
+        let copy_elements = conv3d_copy_elements(size_of::<R>() as u64, asynchronous);
+        let row_words = conv3d_row_words(mask_w, channels, copy_elements);
+        let shared =
+            conv3d_shared_elements(staged_slices, rows, mask_h, row_words) * size_of::<R>() as u64;
         let limit = self.device().max_shared_memory_per_block;
         if shared > u64::from(limit) {
             return Err(ConvError::InvalidLaunch {
