@@ -211,6 +211,7 @@ fn fused_filters_of_images_and_volumes_match_the_reference() {
     ];
     for shape in [
         &[70, 96][..],
+        &[300, 520],
         &[9, 20],
         &[45, 30],
         &[5, 21, 36],

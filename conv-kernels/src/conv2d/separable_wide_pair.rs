@@ -8,13 +8,14 @@
 //! [`SEPARABLE_WIDE_PAIR_STEP_ROWS`] = 16 input rows: 256 threads own a strip of 256 output
 //! elements and walk down it. Each step stages its rows once and runs one row pass over both
 //! row factors (each window read once; `row_a` into the first ring, `row_b` into the second);
-//! one column pass reads both rings: each thread's 4 elements x 4 rows, in two bands of 2
-//! rows, hold two sums, one per term, combined before the store. The rings and the staged rows
-//! take 83 KiB of shared memory at 17 taps, so two blocks run per SM up to 25 taps (one from
-//! 27, by shared memory), with up to 128 registers: the taps are constant-memory operands
-//! (held in registers they spilled), and bands of 4 rows spilled. Twice the multiply-adds of
-//! one separable kernel per output, for the same memory traffic; the column pass's shared
-//! reads (a quad per ring row and term for 2 rows) bound it with its multiply-adds.
+//! one column pass reads both rings: each thread's 4 elements x 4 rows in one band, two sums
+//! per output, one per term, combined before the store. The band reads `M + 3` quads of each
+//! ring for 16 outputs (in bands of 2 rows `2 (M + 1)`, which took 1.17 x the time at 17
+//! taps). The rings and the staged rows take 83 KiB of shared memory at 17 taps, so
+//! two blocks run per SM up to 25 taps (one from 27, by shared memory), with up to 128
+//! registers: the taps are constant-memory operands, the compiler keeping a band's column
+//! taps in uniform registers. Twice the multiply-adds of one separable kernel per output, for
+//! the same memory traffic: the multiply-adds bound it.
 
 use crate::abi::{
     Conv2dParams, SEPARABLE_WIDE_PAIR_STEP_ROWS, SEPARABLE_WIDE_RING_ROW_WORDS,
@@ -120,8 +121,8 @@ unsafe fn walk<const M: usize, const C: usize, const MAGNITUDE: bool>(
 
 /// Input rows per step.
 const STEP_ROWS: u64 = SEPARABLE_WIDE_PAIR_STEP_ROWS as u64;
-/// Output rows of a column-pass band: half a pass thread's 4 rows.
-const BAND_ROWS: usize = 2;
+/// Output rows of a column-pass band: all a pass thread's 4 rows.
+const BAND_ROWS: usize = 4;
 
 /// The column pass of one step over both rings: two sums per output, `columns.0` over the
 /// first ring and `columns.1` over the second, combined (`MAGNITUDE`: root of squares; else
