@@ -45,8 +45,7 @@ use crate::boundary::Volume;
 use crate::element::Real;
 use crate::gpu::{
     ConstantOperands, GlobalMask, Mask, SharedTile, Walk, block_idx_x, commit_async_copies,
-    copy_16_bytes_to_shared_async, div_rem, element_at, sync_threads, thread_idx_x,
-    wait_async_copies,
+    copy_to_shared_async, div_rem, element_at, sync_threads, thread_idx_x, wait_async_copies,
 };
 
 const THREADS_X: u64 = CONV3D_THREADS.0 as u64;
@@ -300,7 +299,7 @@ unsafe fn tiled<
             // barrier passed.
             let copy = |target: u32, source: Option<*const T>| unsafe {
                 match source {
-                    Some(source) => T::copy_to_shared_async(u64::from(target), source),
+                    Some(source) => copy_to_shared_async(target, source),
                     None => T::store_shared(u64::from(target), volume.cval()),
                 }
             };
@@ -327,9 +326,9 @@ unsafe fn tiled<
                             // SAFETY: a word of the slice's rows, 16-byte aligned (`by_words`);
                             // `target` as in `copy`, 16-byte aligned (`shift`, `row_words`).
                             unsafe {
-                                copy_16_bytes_to_shared_async(
+                                copy_to_shared_async(
                                     buffer_start + target,
-                                    element_at(start, offset),
+                                    element_at(start, offset).cast::<[u32; 4]>(),
                                 )
                             };
                         }

@@ -39,16 +39,6 @@ pub trait Real: Element<Real = Self> + PartialOrd + Default {
     /// # Safety
     /// The address lies in the block's reserved shared memory, aligned for `Self`.
     unsafe fn store_shared(address: u64, value: Self);
-    /// Starts copying the value at `source` (global memory) to the shared-window address
-    /// `target` without passing through registers (`cp.async`: sm_80 and later, so only
-    /// kernels of the sm_90 build call it); [`wait_async_copies`](crate::gpu::wait_async_copies)
-    /// waits for it.
-    ///
-    /// # Safety
-    /// `source` is readable and aligned for `Self`; `target` lies in the block's reserved
-    /// shared memory, aligned for `Self`, and nothing reads it before the copy's group is
-    /// waited for and a barrier passed.
-    unsafe fn copy_to_shared_async(target: u64, source: *const Self);
     /// The square root, correctly rounded.
     fn sqrt(self) -> Self;
     /// The value, computed here: a move that LLVM keeps in place, so that the instructions
@@ -183,19 +173,6 @@ macro_rules! real {
                     );
                 }
                 value
-            }
-
-            #[inline(always)]
-            unsafe fn copy_to_shared_async(target: u64, source: *const Self) {
-                // SAFETY: readable, in bounds and aligned (caller).
-                unsafe {
-                    asm!(
-                        concat!("cp.async.ca.shared.global [{target}], [{source}], ", $bytes, ";"),
-                        target = in(reg64) target,
-                        source = in(reg64) source,
-                        options(nostack),
-                    );
-                }
             }
 
             #[inline(always)]

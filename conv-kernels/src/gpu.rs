@@ -540,31 +540,33 @@ impl SharedTile {
     }
 }
 
-/// Starts copying the 16 bytes at `source` (global memory) to the shared-window address
-/// `target` without passing through registers (`cp.async`: sm_80 and later, so only kernels of
-/// the sm_90 build call it); [`wait_async_copies`] waits for it. Cached in L1 (`.ca`), where
-/// the warps of a block that stage one line's parts hit (bypassing L1, 3D 3 x 3 x 3 took 4%
-/// longer).
+/// Starts copying the value at `source` (global memory; 4, 8 or 16 bytes: an element or a
+/// 16-byte word of them) to the shared-window address `target` without passing through
+/// registers (`cp.async`: sm_80 and later, so only kernels of the sm_90 build call it);
+/// [`wait_async_copies`] waits for it. Cached in L1 (`.ca`), where the warps of a block that
+/// stage one line's parts hit (bypassing L1, 3D 3 x 3 x 3 took 4% longer).
 ///
 /// # Safety
-/// `source` is readable for 16 bytes and 16-byte aligned; `target` lies in the block's reserved
-/// shared memory, 16-byte aligned, and nothing reads it before the copy's group is waited for
-/// and a barrier passed.
+/// `source` is readable and aligned to its size; `target` lies in the block's reserved shared
+/// memory, aligned to the same size, and nothing reads it before the copy's group is waited
+/// for and a barrier passed.
 #[inline(always)]
-pub unsafe fn copy_16_bytes_to_shared_async<T>(target: u32, source: *const T) {
+pub unsafe fn copy_to_shared_async<T>(target: u32, source: *const T) {
+    const { assert!(matches!(size_of::<T>(), 4 | 8 | 16)) };
     // SAFETY: readable, in bounds and aligned (caller).
     unsafe {
         asm!(
-            "cp.async.ca.shared.global [{target}], [{source}], 16;",
+            "cp.async.ca.shared.global [{target}], [{source}], {bytes};",
             target = in(reg32) target,
             source = in(reg64) source,
+            bytes = const size_of::<T>(),
             options(nostack),
         );
     }
 }
 
 /// Closes the group of this thread's asynchronous copies started since the last group
-/// ([`Real::copy_to_shared_async`](crate::element::Real::copy_to_shared_async); sm_80 and later).
+/// ([`copy_to_shared_async`]; sm_80 and later).
 #[inline(always)]
 pub fn commit_async_copies() {
     // SAFETY: groups the thread's own copies; no memory is touched.
