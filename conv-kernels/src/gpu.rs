@@ -544,7 +544,7 @@ impl SharedTile {
 /// 16-byte word of them) to the shared-window address `target` without passing through
 /// registers (`cp.async`: sm_80 and later, so only kernels of the sm_90 build call it);
 /// [`wait_async_copies`] waits for it. Cached in L1 (`.ca`), where the warps of a block that
-/// stage one line's parts hit (bypassing L1, 3D 3 x 3 x 3 took 4% longer).
+/// stage one line's parts hit (bypassing L1 makes 3D 3 x 3 x 3 4% slower).
 ///
 /// # Safety
 /// `source` is readable and aligned to its size; `target` lies in the block's reserved shared

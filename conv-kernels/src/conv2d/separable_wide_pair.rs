@@ -10,10 +10,9 @@
 //! row factors (each window read once; `row_a` into the first ring, `row_b` into the second);
 //! one column pass reads both rings: each thread's 4 elements x 4 rows in one band, two sums
 //! per output, one per term, combined before the store. The band reads `M + 3` quads of each
-//! ring for 16 outputs (in bands of 2 rows `2 (M + 1)`, which took 1.17 x the time at 17
-//! taps). The rings and the staged rows take 83 KiB of shared memory at 17 taps, so
-//! two blocks run per SM up to 25 taps (one from 27, by shared memory), with up to 128
-//! registers: the taps are constant-memory operands, the compiler keeping a band's column
+//! ring for 16 outputs. The rings and the staged rows take 83 KiB of shared memory at 17
+//! taps, so two blocks run per SM up to 25 taps (one from 27, by shared memory), with up to
+//! 128 registers: the taps are constant-memory operands, the compiler keeping a band's column
 //! taps in uniform registers. Twice the multiply-adds of one separable kernel per output, for
 //! the same memory traffic: at 17 taps (8192^2, H100) 1.38 x the time of one, the
 //! multiply-adds at 47% of the FMA peak.
