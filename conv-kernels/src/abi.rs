@@ -399,8 +399,8 @@ pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
 /// too, for each of `REGISTER_CHANNELS` (`conv2d_register_tiled_stream16_m{size}_c{channels}`): the
 /// memory-bound sizes, whose pass threads then hold the sums of 4 output rows instead of 8, so
 /// that four blocks fit an SM in 64 registers (a ring of 24 rows, 25 to 29 KB) and cover each
-/// other's staging and passes. The host picks them on GPUs whose memory is fast for their SMs
-/// (H200, 8192^2: 5 x 5 0.145 against 0.150 ms in steps of 32 rows and three blocks; three
+/// other's staging and passes. The host picks them on GPUs whose memory is fast for their SMs,
+/// counted in the bytes of 16-bit images for theirs (H200, 8192^2: 5 x 5 0.145 against 0.150 ms in steps of 32 rows and three blocks; three
 /// blocks of 16-row steps 0.149 ms, five 0.162 ms with 20 bytes of spills; H100 0.202 against
 /// 0.198 ms). The compute-bound sizes have none: their longer steps cost fewer instructions
 /// per output (H200, 8192^2: 7 x 7 and 9 x 9 1.05 and 1.03 times as long in steps of 16 rows).

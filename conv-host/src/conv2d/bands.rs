@@ -73,7 +73,15 @@ where
             height: band.buffer_rows(),
             ..self.shape
         };
-        let grid = Grid2d::new(session, shape, self.mask, self.launch)?;
+        let grid = Grid2d::new(
+            session,
+            shape,
+            self.mask,
+            Launch {
+                plan,
+                ..self.launch
+            },
+        )?;
         let map = input_map(session, stream, (plan, self.mask), shape, input)?;
         // SAFETY: `input` holds the band's buffer rows (uploaded before, in stream order) and
         // `output` as many, `shape.height * pitch` elements or more, distinct buffers; the mask
@@ -152,7 +160,7 @@ impl Engine {
             .mode
             .constant()
             .is_none_or(|c| I::from_f64(f64::from(c)).to_f64() == f64::from(c));
-        let native = native_plan::<I, O>(launch.plan).filter(|_| constant_fits);
+        let native = native_plan::<I, O>(launch.plan, &self.info).filter(|_| constant_fits);
         let call = HostCall {
             // The mask goes to the constant memory of the kernel that runs.
             plan: native.as_ref().unwrap_or(launch.plan),

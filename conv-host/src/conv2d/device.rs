@@ -106,11 +106,11 @@ impl Engine {
         }
         let shape = ImageShape::of::<D>((height, width, channels));
         let session = self.session()?;
-        let grid = Grid2d::new(&session, shape, &mask, launch)?;
         // The streaming kernel that reads and writes `T` itself, where one runs; its mask goes
         // to its own module's constant memory.
-        let native = native_plan::<T, O>(&plan);
+        let native = native_plan::<T, O>(&plan, &self.info);
         let plan = native.as_ref().unwrap_or(&plan);
+        let grid = Grid2d::new(&session, shape, &mask, Launch { plan, ..launch })?;
         let device_mask = session.place_mask(plan, &mask.values)?;
         let elements = height * input.pitch;
         let extent = (elements, native.is_some());

@@ -183,6 +183,11 @@ impl Grid2d {
 
 /// Input rows per step of the strip designs, `None` for the others.
 fn strip_step(plan: &LaunchPlan) -> Option<u32> {
+    // A native kernel's steps are its `f32` kernel's.
+    let plan = &LaunchPlan {
+        entry_point: register_tiled::f32_entry_point(plan.entry_point),
+        ..plan.clone()
+    };
     if let Some(rows) = register_tiled::stream_step_rows(plan.entry_point) {
         Some(rows)
     } else if separable::is_pair(plan) {
@@ -580,5 +585,61 @@ impl Engine {
                 |offset, count| grid.grid(offset, count),
             )
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::conv2d::SEPARABLE_ENTRY_POINTS;
+    use crate::conv2d::register_tiled::{
+        NATIVE_STREAM_ELEMENTS, STREAM_ENTRY_POINTS, STREAM16_ENTRY_POINTS,
+    };
+    use crate::conv2d::separable::NATIVE_SEPARABLE_ELEMENTS;
+
+    /// Every kernel that reads and writes a narrow type itself walks its image in the steps of
+    /// its `f32` kernel, so that its blocks are as tall.
+    #[test]
+    fn native_kernels_walk_in_their_f32_kernels_steps() {
+        let plan = |kernel, entry_point| LaunchPlan {
+            kernel,
+            entry_point,
+            block: (256, 1),
+            output_tile: (256, 1),
+            shared_memory_bytes: 0,
+            mask_in_constant_memory: true,
+        };
+        let families = [
+            (
+                Kernel::RegisterTiled,
+                STREAM_ENTRY_POINTS,
+                &NATIVE_STREAM_ELEMENTS[..],
+            ),
+            (
+                Kernel::RegisterTiled,
+                STREAM16_ENTRY_POINTS,
+                &NATIVE_STREAM_ELEMENTS,
+            ),
+            (
+                Kernel::Separable,
+                SEPARABLE_ENTRY_POINTS,
+                &NATIVE_SEPARABLE_ELEMENTS,
+            ),
+        ];
+        let mut native = 0;
+        for (kernel, table, types) in families {
+            for &(_, _, name) in table {
+                let step = strip_step(&plan(kernel, name));
+                assert!(step.is_some(), "{name}");
+                for t in types {
+                    let Some(entry) = crate::kernels::entry_point(&format!("{name}_{t}")) else {
+                        continue;
+                    };
+                    assert_eq!(strip_step(&plan(kernel, entry)), step, "{entry}");
+                    native += 1;
+                }
+            }
+        }
+        assert!(native >= 48, "{native} native kernels");
     }
 }

@@ -29,7 +29,7 @@ pub(super) fn register_entry_point(
     mask: (usize, usize),
     channels: usize,
 ) -> Option<&'static str> {
-    short_stream_steps_pay_off(device)
+    short_stream_steps_pay_off(device, size_of::<f32>())
         .then(|| square_entry_point(STREAM16_ENTRY_POINTS, mask, channels))
         .flatten()
         .or_else(|| square_entry_point(STREAM_ENTRY_POINTS, mask, channels))
@@ -72,18 +72,58 @@ pub(super) fn has_native_stream_kernel((rows, cols): (usize, usize), channels: u
         && REGISTER_CHANNELS.contains(&(channels as u32))
 }
 
-/// The plan of `plan`'s kernel on images of `I` in and out where one was compiled (the
-/// streaming kernels for [`NATIVE_STREAM_ELEMENTS`], the wide separable ones for `u8` and
+/// The plan of `plan`'s kernel on images of `I` in and out on `device` where one was compiled
+/// (the streaming kernels for [`NATIVE_STREAM_ELEMENTS`], the wide separable ones for `u8` and
 /// `u16`): the `f32` kernel's plan (block, tile and shared memory are the same) with that
-/// entry point. Without it, a `u8` image moves 18 bytes per element through device memory
-/// instead of 2: widened to `f32`, filtered, narrowed.
-pub(crate) fn native_plan<I: Element, O: Element>(plan: &LaunchPlan) -> Option<LaunchPlan> {
+/// entry point, in steps of 16 rows where [`short_steps_for`] says so for `I`. Without it, a
+/// `u8` image moves 18 bytes per element through device memory instead of 2: widened to `f32`,
+/// filtered, narrowed.
+pub(crate) fn native_plan<I: Element, O: Element>(
+    plan: &LaunchPlan,
+    device: &DeviceInfo,
+) -> Option<LaunchPlan> {
     if !native_types::<I, O>() {
         return None;
     }
+    let plan = short_steps_for::<I>(plan, device).unwrap_or_else(|| plan.clone());
     let entry_point = crate::kernels::entry_point(&format!("{}_{}", plan.entry_point, I::NAME))?;
     Some(LaunchPlan {
         entry_point,
+        ..plan
+    })
+}
+
+/// The entry point of the `f32` kernel whose native instance is `entry_point` (the name
+/// without its element type's suffix), or `entry_point` itself: a native kernel walks its
+/// image as its `f32` kernel does.
+pub(crate) fn f32_entry_point(entry_point: &str) -> &str {
+    NATIVE_STREAM_ELEMENTS
+        .iter()
+        .find_map(|t| entry_point.strip_suffix(t)?.strip_suffix('_'))
+        .unwrap_or(entry_point)
+}
+
+/// The 16-row steps of a streaming plan in 32-row steps, for images of 16-bit elements
+/// (`u16`, `f16`, `bf16`) on a device where short steps pay off for their bytes
+/// ([`short_stream_steps_pay_off`]): such an image moves half the bytes of `f32` for the same
+/// multiply-adds, so the passes show where the `f32` kernel waits on memory. H100 (12.8 bytes a
+/// cycle, 25.6 for 16-bit elements), 16-row steps against 32 over 18 cases of each 16-bit
+/// type (3 x 3 and 5 x 5, 1, 3 and 4 channels): 0.92 to 1.00 of the time, `u16` 8192^2 5 x 5
+/// 0.1315 against 0.1424 ms. `u8` images keep the `f32` plan's steps: 0.97 to 1.03 of the time
+/// either way, the 8192^2 x 3 5 x 5 image 3% slower in short steps (PERFORMANCE.md).
+fn short_steps_for<I: Element>(plan: &LaunchPlan, device: &DeviceInfo) -> Option<LaunchPlan> {
+    if size_of::<I>() != 2 || !short_stream_steps_pay_off(device, size_of::<I>()) {
+        return None;
+    }
+    let &(m, c, _) = STREAM_ENTRY_POINTS
+        .iter()
+        .find(|&&(_, _, name)| name == plan.entry_point)?;
+    let entry_point =
+        square_entry_point(STREAM16_ENTRY_POINTS, (m as usize, m as usize), c as usize)?;
+    let layout = StreamLayout::new(u64::from(m), u64::from(c), STREAM_SHORT_STEP_ROWS);
+    Some(LaunchPlan {
+        entry_point,
+        shared_memory_bytes: (layout.words * 4) as u32,
         ..plan.clone()
     })
 }
@@ -114,11 +154,14 @@ pub(super) fn is_stream(plan: &LaunchPlan) -> bool {
 /// by the same figure; none between the two has been measured.
 const SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE: f64 = 16.0;
 
-/// Whether `device` runs the 3 x 3 and 5 x 5 streaming kernels in steps of 16 rows (see
-/// [`SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE`]).
-fn short_stream_steps_pay_off(device: &DeviceInfo) -> bool {
+/// Whether `device` runs the 3 x 3 and 5 x 5 streaming kernels over elements of
+/// `element_bytes` bytes in steps of 16 rows: its memory bandwidth, counted in `f32` elements'
+/// bytes (scaled by 4 / `element_bytes`), at least
+/// [`SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE`].
+fn short_stream_steps_pay_off(device: &DeviceInfo, element_bytes: usize) -> bool {
     let sm_cycles = f64::from(device.multiprocessor_count) * f64::from(device.clock_rate_khz) * 1e3;
-    device.peak_memory_bandwidth() >= SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE * sm_cycles
+    let scale = size_of::<f32>() as f64 / element_bytes as f64;
+    device.peak_memory_bandwidth() * scale >= SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE * sm_cycles
 }
 
 /// Most shared memory a wide register-tiled block should take, so that two fit on an SM of
@@ -327,6 +370,46 @@ mod tests {
             }
         }
         assert_eq!(steps(&h200, 11, 1), None);
+    }
+
+    /// 16-bit images take the short steps where memory is fast enough for their bytes (the
+    /// H100's is for 2 bytes, not for 4), with the short steps' shared memory; `u8` images keep
+    /// the `f32` plan's steps.
+    #[test]
+    fn sixteen_bit_images_take_short_steps_where_their_bytes_allow() {
+        let h100 = crate::conv2d::separable_tma::tests::device((9, 0));
+        let slow = DeviceInfo {
+            memory_clock_rate_khz: h100.memory_clock_rate_khz / 4,
+            ..h100.clone()
+        };
+        for c in [1, 3, 4] {
+            for m in [3, 5] {
+                let plan = plan(&h100, (m, m), c, None).unwrap();
+                assert_eq!(stream_step_rows(plan.entry_point), Some(32));
+                let native = |plan: &LaunchPlan, device: &DeviceInfo| {
+                    let u16_plan = native_plan::<u16, u16>(plan, device).unwrap();
+                    let u8_plan = native_plan::<u8, u8>(plan, device).unwrap();
+                    (u16_plan, u8_plan.entry_point)
+                };
+                let (u16_plan, u8_entry) = native(&plan, &h100);
+                assert_eq!(
+                    u16_plan.entry_point,
+                    format!("conv2d_register_tiled_stream16_m{m}_c{c}_u16")
+                );
+                let short = StreamLayout::new(m as u64, c as u64, STREAM_SHORT_STEP_ROWS);
+                assert_eq!(u64::from(u16_plan.shared_memory_bytes), short.words * 4);
+                assert_eq!(
+                    u8_entry,
+                    format!("conv2d_register_tiled_stream_m{m}_c{c}_u8")
+                );
+                let (u16_plan, _) = native(&plan, &slow);
+                assert_eq!(
+                    u16_plan.entry_point,
+                    format!("conv2d_register_tiled_stream_m{m}_c{c}_u16")
+                );
+                assert!(native_plan::<f32, f32>(&plan, &h100).is_none());
+            }
+        }
     }
 
     /// quarter-warp must read 8 different groups of 4 banks, and every read stays in the row.
