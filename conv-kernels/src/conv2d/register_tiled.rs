@@ -12,7 +12,8 @@
 //! consecutive elements x `K / 4` consecutive output rows from the ring. Steps are 32 rows
 //! ([`stream`]), and for the memory-bound sizes (3 x 3 and 5 x 5) also 16 rows
 //! ([`stream_short_steps`]; `STREAM_SHORT_STEP_MASKS` says which GPUs gain). The memory-bound
-//! sizes ask L2 for the next step's rows before each pass ([`Strip::prefetch`]); from 7 x 7 on
+//! sizes ask L2 for the next step's rows before each pass ([`Strip::prefetch`]; narrow images
+//! for the first one too, before the block's setup); from 7 x 7 on
 //! ([`COMPUTE_BOUND_FROM`]) the pass takes its 8 rows 2 at a time.
 //!
 //! Per ring row a thread reads its window, `4 + (M - 1) C` elements, with 16-byte reads (the
@@ -106,6 +107,16 @@ unsafe fn walk<
     let plane = (block_idx_z() * u64::from(p.height) * p.pitch) as usize;
     // SAFETY: the grid's planes are images of the buffers (caller).
     let (input, output) = unsafe { (input.add(plane), output.add(plane)) };
+    // Narrow images ask L2 for the first step's rows before the block's setup (its column
+    // table), as each step does for the next: their kernels wait on latency more than on
+    // memory (H100, `u16` 8192^2 5 x 5: 0.128 against 0.132 ms; PERFORMANCE.md).
+    if M < COMPUTE_BOUND_FROM && size_of::<S>() < size_of::<f32>() {
+        // SAFETY: a block of 256 threads; `input` is a pitched image as `p` describes (caller).
+        unsafe {
+            Strip::<K>::new::<M, C>(p, layout.ring_rows, layout.column_table)
+                .prefetch::<M, C, S>((input, p), 0)
+        };
+    }
     // SAFETY: `input` is a pitched image as `p` describes (caller).
     let (strip, image) =
         unsafe { Strip::<K>::begin::<M, C, S>(input, p, layout.ring_rows, layout.column_table) };
