@@ -45,13 +45,19 @@ pub(crate) fn copy_into_view<T: Element, D: Dimension>(
     match destination.as_slice_mut() {
         Some(slice) => {
             let len = slice.len();
-            slice.copy_from_slice(&source[..len]);
+            copy_unpacked(slice, &source[..len]);
         }
         None => destination
             .iter_mut()
             .zip(source)
             .for_each(|(o, &v)| *o = v),
     }
+}
+
+/// Copies `source` into `destination` (of equal lengths), as unpacking a band does: plain
+/// stores (non-temporal ones measured no faster).
+pub(crate) fn copy_unpacked<T: Copy>(destination: &mut [T], source: &[T]) {
+    destination.copy_from_slice(source);
 }
 
 /// Outputs up to this size are zeroed on the thread pool: the allocator would reuse freed

@@ -1,12 +1,20 @@
 //! Benchmark support (cargo feature `bench`): the copy rooflines the benchmark measures beside
-//! the kernels, timed with CUDA events on the engine's stream.
+//! the kernels, timed with CUDA events on the engine's stream, and the host's copies of a host
+//! call alone.
 
 use crate::abi::{SM_COPY_QUADS_PER_THREAD, SM_COPY_THREADS};
+use crate::cache::copy_streaming;
+use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
+use crate::layout::{copy_unpacked, try_zeros};
 use crate::pinned::PinnedBuffer;
+use crate::pipeline::{TARGET_BAND_BYTES, ms_since};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
+use ndarray::Ix1;
+use rayon::prelude::*;
+use std::time::Instant;
 
 /// One run of [`Engine::time_pinned_transfers`], in milliseconds.
 #[derive(Clone, Copy, Debug)]
@@ -120,6 +128,78 @@ impl Engine {
                 download_ms,
                 overlapped_ms: start.elapsed_ms(&end).context(describe)?,
             });
+        }
+        Ok(times)
+    }
+
+    /// Benchmark support: the host's share of a host -> host call whose input and output are
+    /// `input`'s size, timed without the GPU: bands of the pipeline's size packed into
+    /// page-locked memory with the pipeline's copies, each while the band before is unpacked
+    /// into the output, on the thread pool, as [`Engine::correlate2d`] and the other host
+    /// calls do; into a new output each run (its pages faulted in by the unpacking) when
+    /// `new_output`, else into one output reused. Milliseconds per run.
+    ///
+    /// # Errors
+    /// [`ConvError::HostOutOfMemory`], [`ConvError::Driver`] (the page-locked buffers).
+    pub fn time_host_copies<T: Element>(
+        &self,
+        input: &[T],
+        new_output: bool,
+        runs: usize,
+    ) -> Result<Vec<f32>> {
+        const TASK_BYTES: usize = 512 << 10;
+        let band = (TARGET_BAND_BYTES / size_of::<T>()).max(1);
+        let task = (TASK_BYTES / size_of::<T>()).max(1);
+        let mut staging = [
+            PinnedBuffer::new(&self.context, band * size_of::<T>())?,
+            PinnedBuffer::new(&self.context, band * size_of::<T>())?,
+        ];
+        let mut reused = match new_output {
+            true => None,
+            false => Some(try_zeros::<T, _>(Ix1(input.len()))?),
+        };
+        let mut times = Vec::with_capacity(runs);
+        for _ in 0..runs {
+            let started = Instant::now();
+            let mut fresh;
+            let output = match reused.as_mut() {
+                Some(output) => output,
+                None => {
+                    fresh = try_zeros::<T, _>(Ix1(input.len()))?;
+                    &mut fresh
+                }
+            };
+            let output = output.as_slice_mut().unwrap_or_default();
+            let mut kept = output.chunks_mut(band);
+            let bands = input.chunks(band);
+            for (i, packed) in bands.map(Some).chain([None]).enumerate() {
+                let [even, odd] = &mut staging;
+                let (packing, unpacking) = match i % 2 {
+                    0 => (even, &*odd),
+                    _ => (odd, &*even),
+                };
+                let unpacked = if i > 0 { kept.next() } else { None };
+                rayon::join(
+                    || {
+                        if let Some(source) = packed {
+                            packing.as_mut_slice::<T>()[..source.len()]
+                                .par_chunks_mut(task)
+                                .zip(source.par_chunks(task))
+                                .for_each(|(to, from)| copy_streaming(to, from));
+                        }
+                    },
+                    || {
+                        if let Some(target) = unpacked {
+                            let from = &unpacking.as_slice::<T>()[..target.len()];
+                            target
+                                .par_chunks_mut(task)
+                                .zip(from.par_chunks(task))
+                                .for_each(|(to, from)| copy_unpacked(to, from));
+                        }
+                    },
+                );
+            }
+            times.push(ms_since(started));
         }
         Ok(times)
     }

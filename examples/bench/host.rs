@@ -1,8 +1,9 @@
 //! `--host`: what a user waits for. Per case, the host -> host time of the public call (host
 //! `ndarray` in, owned host array out: packing, copies, kernels, unpacking), beside the
 //! transfer floor measured in the same run: the case's input uploaded and its output
-//! downloaded through page-locked memory, both at once on two streams. Medians of `RUNS` timed
-//! calls after `WARMUP`; the output is spot-checked against an f64 computation.
+//! downloaded through page-locked memory, both at once on two streams; and the call's packing
+//! and unpacking alone, without the GPU (the host's share, which bounds the call). Medians of
+//! `RUNS` timed calls after `WARMUP`; the output is spot-checked against an f64 computation.
 
 use crate::check::{check_1d, check_2d};
 use crate::timing::median;
@@ -118,6 +119,28 @@ fn floor_ms(engine: &Engine, upload: usize, download: usize) -> Result<(f64, f64
     ))
 }
 
+/// Median time, in ms, of the case's packing and unpacking alone, without the GPU
+/// (`Engine::time_host_copies`): into a new output, or a reused one for `_into` cases; the
+/// bytes of a `u8` image, the floats of others, those of inputs above 1 GiB measured on 1 GiB
+/// and scaled.
+fn host_copies_ms(engine: &Engine, case: &HostCase, elements: usize) -> Result<f64, String> {
+    let new_output = !case.into;
+    let (times, scale) = if case.bytes {
+        let input = vec![1u8; elements];
+        (
+            engine.time_host_copies(&input, new_output, WARMUP + RUNS),
+            1.0,
+        )
+    } else {
+        let measured = elements.min(FLOOR_ELEMENTS);
+        let input = vec![1.0f32; measured];
+        let times = engine.time_host_copies(&input, new_output, WARMUP + RUNS);
+        (times, elements as f64 / measured as f64)
+    };
+    let times = times.map_err(|e| format!("host copies: {e}"))?;
+    Ok(median(times[WARMUP..].to_vec()) * scale)
+}
+
 /// Runs `call` `WARMUP + RUNS` times, each given the previous call's output; returns the last
 /// output, and the timed calls' wall times and kernel times in ms.
 fn timed<T>(
@@ -142,12 +165,19 @@ impl Bench<'_> {
     /// Measures every host -> host case and prints a table; returns the rows as CSV lines.
     pub(crate) fn bench_host(&mut self) -> Result<Vec<String>, String> {
         let mut lines = vec![
-            "case,host_ms,floor_ms,ratio,kernel_ms,upload_gbps,download_gbps,max_rel_error,bands,setup_ms,first_pack_ms,pack_unpack_ms,wait_ms,last_unpack_ms"
+            "case,host_ms,floor_ms,ratio,kernel_ms,upload_gbps,download_gbps,max_rel_error,bands,setup_ms,first_pack_ms,pack_unpack_ms,wait_ms,last_unpack_ms,host_copies_ms"
                 .to_string(),
         ];
         println!(
-            "\n{:28} {:>10} {:>10} {:>7} {:>10} {:>9} {:>9}",
-            "case", "host ms", "floor ms", "ratio", "kernel ms", "up GB/s", "down GB/s"
+            "\n{:28} {:>10} {:>10} {:>7} {:>10} {:>9} {:>9} {:>10}",
+            "case",
+            "host ms",
+            "floor ms",
+            "ratio",
+            "kernel ms",
+            "up GB/s",
+            "down GB/s",
+            "copies ms"
         );
         for case in cases() {
             let line = self.host_case(&case)?;
@@ -277,12 +307,13 @@ impl Bench<'_> {
         let (upload, download, floor) = floor_ms(engine, measured, measured)?;
         let scale = floats as f64 / measured as f64;
         let (upload, download, floor) = (upload * scale, download * scale, floor * scale);
+        let copies = host_copies_ms(engine, case, elements)?;
         let host = median(times);
         let kernel = median(kernel);
         let stages = engine.last_host_times().unwrap_or_default();
         let gbps = |ms: f64| (floats * 4) as f64 / (ms * 1e-3) / 1e9;
         println!(
-            "{:28} {:>10.3} {:>10.3} {:>7.2} {:>10.3} {:>9.1} {:>9.1}{}",
+            "{:28} {:>10.3} {:>10.3} {:>7.2} {:>10.3} {:>9.1} {:>9.1} {:>10.3}{}",
             case.name,
             host,
             floor,
@@ -290,6 +321,7 @@ impl Bench<'_> {
             kernel,
             gbps(upload),
             gbps(download),
+            copies,
             if error > 1e-5 { "  CHECK FAILED" } else { "" }
         );
         println!("{:28} {stages}", "");
@@ -300,7 +332,7 @@ impl Bench<'_> {
             ));
         }
         Ok(format!(
-            "{},{host:.4},{floor:.4},{:.3},{kernel:.4},{:.1},{:.1},{error:.2e},{},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            "{},{host:.4},{floor:.4},{:.3},{kernel:.4},{:.1},{:.1},{error:.2e},{},{:.3},{:.3},{:.3},{:.3},{:.3},{copies:.3}",
             case.name,
             host / floor,
             gbps(upload),

@@ -1,6 +1,8 @@
 //! `--multi`: host -> host 2D 16384^2 f32 5x5 on 1 to N GPUs of the host (`MultiEngine` over
 //! the first k GPUs), throughput against one GPU's, medians of `RUNS` calls after `WARMUP`;
-//! every split result must equal one GPU's exactly.
+//! every split result must equal one GPU's exactly; beside them, the host's share alone (the
+//! call's packing and unpacking without the GPUs, `Engine::time_host_copies`), which bounds
+//! every split.
 
 use crate::Bench;
 use crate::timing::median;
@@ -22,10 +24,20 @@ impl Bench<'_> {
             Array2::from_shape_simple_fn((SIDE, SIDE), || self.rng.random_range(-1.0f32..1.0));
         let mask = Array2::from_shape_simple_fn((5, 5), || self.rng.random_range(-1.0f32..1.0));
         let options = Conv2dOptions::default();
-        let mut lines = vec!["gpus,host_ms,throughput_vs_one,efficiency".to_string()];
+        let copies = {
+            let input = image.as_slice().ok_or("a standard-layout image")?;
+            let times = self
+                .engine
+                .time_host_copies(input, true, WARMUP + RUNS)
+                .map_err(fail)?;
+            median(times[WARMUP..].to_vec())
+        };
+        let mut lines =
+            vec!["gpus,host_ms,throughput_vs_one,efficiency,host_copies_ms".to_string()];
         let mut single = None;
         let mut expected = None;
         println!("\n16384^2 f32 5x5, host -> host, split over GPUs ({count} on this host)");
+        println!("host copies alone (packing and unpacking, no GPU): {copies:8.2} ms");
         for gpus in 1..=count {
             let ordinals: Vec<usize> = (0..gpus).collect();
             let multi = MultiEngine::with_devices(&ordinals).map_err(fail)?;
@@ -55,7 +67,7 @@ impl Bench<'_> {
                 speedup / gpus as f64
             );
             lines.push(format!(
-                "{gpus},{ms:.3},{speedup:.3},{:.3}",
+                "{gpus},{ms:.3},{speedup:.3},{:.3},{copies:.3}",
                 speedup / gpus as f64
             ));
         }
