@@ -7,7 +7,7 @@ mod common;
 
 use common::images::{random_array3, random_mask, random_separable_mask};
 use common::tensor_copy::has_tensor_copies;
-use common::{all_modes, expected1d, expected2d, random_origin, random_vec, rng};
+use common::{all_modes, band_cap, expected1d, expected2d, random_origin, random_vec, rng};
 use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, Engine, Kernel};
 use ndarray::Array2;
 use rand::Rng;
@@ -15,14 +15,6 @@ use rand::rngs::StdRng;
 
 /// Rows of the test images: several bands of each cap below.
 const ROWS: usize = 67;
-
-/// A device-memory cap that gives one slot bands of about `band_rows` output rows of an image
-/// `row_elements` wide with a mask of `mask_rows x mask_cols` taps (rows are padded to 32
-/// elements on the device; the cap counts the input and output buffers, and the mask, which
-/// the basic kernel reads from device memory).
-fn cap_for(band_rows: usize, row_elements: usize, (mask_rows, mask_cols): (usize, usize)) -> usize {
-    2 * 4 * (row_elements + 32) * (band_rows + mask_rows - 1) + 4 * mask_rows * mask_cols
-}
 
 /// One capped 2D run against the reference.
 fn check_capped2d(
@@ -49,7 +41,7 @@ fn check_capped2d(
         ],
         ..Default::default()
     };
-    engine.set_device_memory_limit(Some(cap_for(band_rows, width * channels, mask.dim())));
+    engine.set_device_memory_limit(Some(band_cap(band_rows, width * channels, mask.dim())));
     let got = if convolve {
         engine.convolve2d(&image, mask, &options)
     } else {

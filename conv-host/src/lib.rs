@@ -54,6 +54,8 @@ mod multi;
 pub mod ndimage;
 mod options;
 mod pinned;
+mod pinned_array;
+mod pinned_rows;
 mod pipeline;
 mod plan;
 mod session;
@@ -72,6 +74,7 @@ pub use error::{ConvError, Result};
 pub use half::{bf16, f16};
 pub use multi::MultiEngine;
 pub use options::{BoundaryMode, Clamp, Kernel};
+pub use pinned_array::PinnedArray;
 pub use plan::LaunchPlan;
 pub use staging::HostTimes;
 #[cfg(feature = "bench")]

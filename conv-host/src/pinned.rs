@@ -41,11 +41,28 @@ impl PinnedBuffer {
     /// [`ConvError::HostOutOfMemory`] when the host cannot map or the driver cannot page-lock
     /// that much memory, [`ConvError::Driver`] for other driver errors.
     pub(crate) fn new(context: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        Self::with_flags(context, len, 0)
+    }
+
+    /// Allocates `len` page-locked bytes that every context of the process may copy from and
+    /// to (`CU_MEMHOSTREGISTER_PORTABLE`): host arrays that engines of several GPUs read.
+    ///
+    /// # Errors
+    /// As [`PinnedBuffer::new`].
+    pub(crate) fn portable(context: &Arc<CudaContext>, len: usize) -> Result<Self> {
+        Self::with_flags(
+            context,
+            len,
+            cudarc::driver::sys::CU_MEMHOSTREGISTER_PORTABLE,
+        )
+    }
+
+    fn with_flags(context: &Arc<CudaContext>, len: usize, flags: u32) -> Result<Self> {
         let bytes = len.max(1);
         context
             .bind_to_thread()
             .context(|| "binding the context for a page-locked allocation".into())?;
-        let pointer = allocate(bytes)?;
+        let pointer = allocate(bytes, flags)?;
         Ok(Self {
             pointer,
             len,
@@ -56,6 +73,11 @@ impl PinnedBuffer {
     /// Bytes.
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// Address of the first byte.
+    pub(crate) fn address(&self) -> usize {
+        self.pointer.as_ptr() as usize
     }
 
     /// The buffer as whole elements of `T`.
@@ -116,9 +138,9 @@ fn lock_error(error: DriverError, bytes: usize) -> ConvError {
 }
 
 /// `bytes` (non-zero) of zeroed memory mapped by the process and registered with the driver
-/// (the current context's).
+/// (the current context's) with the registration `flags`.
 #[cfg(target_os = "linux")]
-fn allocate(bytes: usize) -> Result<NonNull<u8>> {
+fn allocate(bytes: usize, flags: u32) -> Result<NonNull<u8>> {
     // SAFETY: an anonymous private mapping at an address of the kernel's choosing touches no
     // existing memory.
     let raw = unsafe {
@@ -140,8 +162,8 @@ fn allocate(bytes: usize) -> Result<NonNull<u8>> {
     // SAFETY: the mapping holds `bytes` writable bytes that nothing else knows of.
     unsafe { zero(pointer, bytes) };
     // SAFETY: the range is mapped, writable and not registered yet; flags 0 register it for
-    // the current context as plain page-locked memory.
-    let registered = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(raw, bytes, 0) };
+    // the current context as plain page-locked memory, `PORTABLE` for every context.
+    let registered = unsafe { cudarc::driver::sys::cuMemHostRegister_v2(raw, bytes, flags) };
     if registered != CUresult::CUDA_SUCCESS {
         // SAFETY: the mapping made above, used by nothing else.
         unsafe { libc::munmap(raw, bytes) };
@@ -165,12 +187,13 @@ unsafe fn free(pointer: NonNull<u8>, bytes: usize) {
     }
 }
 
-/// `bytes` (non-zero) of zeroed page-locked memory from the driver (the current context's).
+/// `bytes` (non-zero) of zeroed page-locked memory from the driver (the current context's, or
+/// every context's with `PORTABLE` in `flags`).
 #[cfg(not(target_os = "linux"))]
-fn allocate(bytes: usize) -> Result<NonNull<u8>> {
-    // SAFETY: `bytes` is non-zero; flags 0 ask for plain page-locked memory (not
-    // write-combined, since the host reads the download buffers).
-    let raw = unsafe { cudarc::driver::result::malloc_host(bytes, 0) }
+fn allocate(bytes: usize, flags: u32) -> Result<NonNull<u8>> {
+    // SAFETY: `bytes` is non-zero; the flags ask for plain page-locked memory (not
+    // write-combined, since the host reads the download buffers), portable or not.
+    let raw = unsafe { cudarc::driver::result::malloc_host(bytes, flags) }
         .map_err(|error| lock_error(error, bytes))?;
     let pointer = NonNull::new(raw.cast::<u8>())
         .ok_or_else(|| lock_error(DriverError(CUresult::CUDA_ERROR_OUT_OF_MEMORY), bytes))?;

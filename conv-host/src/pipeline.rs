@@ -12,6 +12,8 @@ use crate::cache;
 use crate::element::{Element, Real, narrowing, widening};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
+use crate::options::BoundaryMode;
+use crate::pinned_rows::{self, PinnedRows};
 use crate::plan::LaunchPlan;
 use crate::session::Session;
 use crate::staging::{HostTimes, Slot, SlotBytes};
@@ -107,6 +109,15 @@ pub(crate) fn plan_bands(
     })
 }
 
+/// The host arrays a call copies in place ([`crate::PinnedArray`] views: no packing, no
+/// unpacking), and the boundary mode that folds the rows past the input's ends for them.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct InPlace {
+    pub(crate) input: Option<PinnedRows>,
+    pub(crate) output: Option<PinnedRows>,
+    pub(crate) mode: BoundaryMode,
+}
+
 /// What one host call does to each band.
 pub(crate) trait BandWork: Sync {
     /// The element type of the input, packed into the upload buffers.
@@ -139,7 +150,8 @@ impl Session<'_> {
     /// Runs `work` over `bands` of an input of `rows` rows (extended by `constant` under a
     /// `Constant` boundary mode) through `slots`; `unpack(band, rows)`
     /// receives each band's output rows (`band.output.len() * row_len` elements), in band order. A slot's band is
-    /// unpacked while the next band packs into the same slot's upload buffer, on the thread pool.
+    /// unpacked while the next band packs into the same slot's upload buffer, on the thread pool;
+    /// `in_place` arrays are copied instead of packed or unpacked.
     ///
     /// # Errors
     /// Driver errors and kernel faults (recorded as the device's fault when sticky). Every slot's
@@ -151,9 +163,22 @@ impl Session<'_> {
         row_len: usize,
         work: &W,
         mut unpack: impl FnMut(&Band, &[W::Output]) + Send,
-        times: &mut HostTimes,
+        (in_place, times): (InPlace, &mut HostTimes),
     ) -> Result<()> {
         let count = slots.len().max(1);
+        // A page-locked array's band is copied in place: nothing to pack, unpack or evict.
+        let mut unpack = |band: &Band, rows: &[W::Output]| {
+            if in_place.output.is_none() {
+                unpack(band, rows);
+                cache::evict_small(rows);
+            }
+        };
+        let pack = |band: &Band, buffer: &mut [W::Input]| {
+            if in_place.input.is_none() {
+                work.pack(band, buffer);
+                cache::evict_small(buffer);
+            }
+        };
         times.bands = bands.len();
         let mut timings = Vec::with_capacity(bands.len());
         let result = (|| {
@@ -169,18 +194,15 @@ impl Session<'_> {
                     let (upload, download) = (&mut slot.upload, &slot.download);
                     let kept = &download.as_slice::<W::Output>()[..done.output.len() * row_len];
                     let packed = &mut upload.as_mut_slice::<W::Input>()[..elements];
-                    rayon::join(|| work.pack(band, packed), || unpack(done, kept));
-                    cache::evict_small(packed);
-                    cache::evict_small(kept);
+                    rayon::join(|| pack(band, packed), || unpack(done, kept));
                     times.pack_unpack_ms += ms_since(started);
                 } else {
                     let started = Instant::now();
                     let packed = &mut slot.upload.as_mut_slice::<W::Input>()[..elements];
-                    work.pack(band, packed);
-                    cache::evict_small(packed);
+                    pack(band, packed);
                     times.first_pack_ms += ms_since(started);
                 }
-                timings.push(self.submit(slot, (band, rows, constant), row_len, work)?);
+                timings.push(self.submit(slot, (band, rows, constant), row_len, work, in_place)?);
             }
             let first = bands.len().saturating_sub(count);
             for (i, done) in bands.iter().enumerate().skip(first) {
@@ -191,7 +213,6 @@ impl Session<'_> {
                 let started = Instant::now();
                 let kept = &slot.download.as_slice::<W::Output>()[..done.output.len() * row_len];
                 unpack(done, kept);
-                cache::evict_small(kept);
                 times.last_unpack_ms += ms_since(started);
             }
             // Every band is done: its kernels' events have completed.
@@ -216,6 +237,7 @@ impl Session<'_> {
         (band, rows, constant): (&Band, usize, Option<f32>),
         row_len: usize,
         work: &W,
+        in_place: InPlace,
     ) -> Result<(CudaEvent, CudaEvent)> {
         let elements = band.buffer_rows() * row_len;
         let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
@@ -233,12 +255,20 @@ impl Session<'_> {
             (Some(_), Some(scratch)) => scratch,
             _ => &mut slot.input,
         };
-        stream
-            .memcpy_htod(
-                &slot.upload.as_slice::<u8>()[..input_bytes],
-                &mut landing.slice_mut(..input_bytes),
-            )
-            .context(|| format!("uploading {}", work.describe(band)))?;
+        match in_place.input {
+            // SAFETY: the call's input array, page-locked, borrowed until the call returns,
+            // after every slot's stream is synchronised; `landing` holds the band's buffer rows.
+            Some(host) => unsafe {
+                let pitch = row_len * size_of::<W::Input>();
+                pinned_rows::upload(stream, host, (band, rows, in_place.mode), landing, pitch)?
+            },
+            None => stream
+                .memcpy_htod(
+                    &slot.upload.as_slice::<u8>()[..input_bytes],
+                    &mut landing.slice_mut(..input_bytes),
+                )
+                .context(|| format!("uploading {}", work.describe(band)))?,
+        }
         if let (Some(widen), Some(scratch)) = (widen, slot.scratch.as_ref()) {
             self.convert(stream, widen, (scratch, &mut slot.input), elements)?;
             // An input converted on the device gets its rows past the input's ends set to the
@@ -275,12 +305,19 @@ impl Session<'_> {
         };
         let kept_bytes = kept.start * output_size..kept.end * output_size;
         let kept_len = kept_bytes.len();
-        stream
-            .memcpy_dtoh(
-                &leaving.slice(kept_bytes),
-                &mut slot.download.as_mut_slice::<u8>()[..kept_len],
-            )
-            .context(|| format!("downloading {}", work.describe(band)))?;
+        match in_place.output {
+            // SAFETY: the call's output array, page-locked, borrowed until the call returns,
+            // after every slot's stream is synchronised; `leaving` holds the band's rows.
+            Some(host) => unsafe {
+                pinned_rows::download(stream, host, band, leaving, row_len * output_size)?
+            },
+            None => stream
+                .memcpy_dtoh(
+                    &leaving.slice(kept_bytes),
+                    &mut slot.download.as_mut_slice::<u8>()[..kept_len],
+                )
+                .context(|| format!("downloading {}", work.describe(band)))?,
+        }
         Ok((start, end))
     }
 
@@ -353,6 +390,7 @@ pub(crate) struct HostCall<'a, R> {
     pub(crate) part: Range<usize>,
     pub(crate) row_len: usize,
     pub(crate) halo: (usize, usize),
+    pub(crate) in_place: InPlace,
 }
 
 impl Engine {
@@ -405,13 +443,20 @@ impl Engine {
             setup_ms: ms_since(started),
             ..HostTimes::default()
         };
+        // Arrays copied in place must be of the types the kernels read and write.
+        let in_place = InPlace {
+            input: (call.in_place.input).filter(|_| !converts && !work.native()),
+            output: (call.in_place.output).filter(|_| !converts && !work.native()),
+            ..call.in_place
+        };
+        times.in_place = (in_place.input.is_some(), in_place.output.is_some());
         let result = session.run_bands(
             &mut slots,
             (&bands, call.rows, call.constant),
             call.row_len,
             &work,
             unpack,
-            &mut times,
+            (in_place, &mut times),
         );
         session.return_slots(slots);
         result?;

@@ -161,6 +161,9 @@ pub struct HostTimes {
     pub last_unpack_ms: f32,
     /// Bands the input was split into.
     pub bands: usize,
+    /// Whether the input and the output were copied in place ([`crate::PinnedArray`] views),
+    /// not packed and unpacked.
+    pub in_place: (bool, bool),
 }
 
 /// `9 band(s): setup 0.12, first pack 2.33, pack and unpack 15.14, waiting for the GPU 0.07,
@@ -177,7 +180,11 @@ impl std::fmt::Display for HostTimes {
             self.pack_unpack_ms,
             self.wait_ms,
             self.last_unpack_ms
-        )
+        )?;
+        match self.in_place {
+            (false, false) => Ok(()),
+            (input, output) => write!(f, "; copied in place: input {input}, output {output}"),
+        }
     }
 }
 

@@ -9,7 +9,7 @@ use crate::check::{check_1d, check_2d};
 use crate::timing::median;
 use crate::{Bench, random_vec};
 use conv_host::{Conv1dOptions, Conv2dOptions, Element, Engine};
-use ndarray::{Array1, Array2, Array3, Axis};
+use ndarray::{Array1, Array2, Array3, ArrayView1, Axis, Ix1, Ix3};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -36,6 +36,9 @@ struct HostCase {
     into: bool,
     /// A `u8` image in and out (the values in [0, 255]) instead of `f32`.
     bytes: bool,
+    /// Page-locked input and output (`PinnedArray`, `_into`), which the pipeline copies in
+    /// place.
+    pinned: bool,
 }
 
 /// The cases: the 2D and 1D targets, a small RGB image, and an image four times larger than
@@ -51,6 +54,18 @@ fn cases() -> Vec<HostCase> {
         memory_cap: None,
         into: false,
         bytes: false,
+        pinned: false,
+    };
+    let pinned = |name, rows, cols, channels| HostCase {
+        pinned: true,
+        ..case(
+            name,
+            rows,
+            cols,
+            channels,
+            (if rows == 0 { 1 } else { 5 }, if rows == 0 { 7 } else { 5 }),
+            false,
+        )
     };
     vec![
         case("1d 2^26 7 taps", 0, 1 << 26, 1, (1, 7), false),
@@ -83,9 +98,17 @@ fn cases() -> Vec<HostCase> {
             )
         },
         case("2d 512^2x3 5x5", 512, 512, 3, (5, 5), false),
+        pinned("1d 2^26 7 taps pinned", 0, 1 << 26, 1),
+        pinned("2d 8192^2 5x5 pinned", 8192, 8192, 1),
+        pinned("2d 4096^2x3 5x5 pinned", 4096, 4096, 3),
+        pinned("2d 512^2x3 5x5 pinned", 512, 512, 3),
         HostCase {
             memory_cap: Some(4 << 30),
             ..case("2d 16GiB 5x5 4GiB-cap", 65536, 65536, 1, (5, 5), false)
+        },
+        HostCase {
+            memory_cap: Some(4 << 30),
+            ..pinned("2d 16GiB 5x5 4GiB-cap pinned", 65536, 65536, 1)
         },
     ]
 }
@@ -263,6 +286,44 @@ impl Bench<'_> {
         Ok((error, times, kernel))
     }
 
+    /// The timed calls of `case` between page-locked arrays (`PinnedArray`, filled with
+    /// `data`): `correlate1d_into` or `correlate2d_into`, which the pipeline copies in place;
+    /// and the spot check of the last output.
+    fn pinned_case(
+        &mut self,
+        case: &HostCase,
+        data: &[f32],
+        mask: &Array2<f32>,
+    ) -> conv_host::Result<(f64, Vec<f32>, Vec<f32>)> {
+        let engine = self.engine;
+        if case.rows == 0 {
+            let mut input = engine.alloc_pinned::<f32, _>(Ix1(data.len()))?;
+            input.view_mut().assign(&ArrayView1::from(data));
+            let mut output = engine.alloc_pinned::<f32, _>(Ix1(data.len()))?;
+            let taps = mask.index_axis(Axis(0), 0).to_owned();
+            let options = Conv1dOptions::default();
+            let (_, times, kernel) = timed(engine, |_| {
+                engine.correlate1d_into(&input.view(), &taps, &options, output.view_mut())
+            })?;
+            let error = check_1d(input.view(), taps.view(), output.view(), &mut self.rng);
+            return Ok((error, times, kernel));
+        }
+        let shape = Ix3(case.rows, case.cols, case.channels);
+        let mut input = engine.alloc_pinned::<f32, _>(shape)?;
+        input
+            .view_mut()
+            .as_slice_mut()
+            .unwrap_or_default()
+            .copy_from_slice(data);
+        let mut output = engine.alloc_pinned::<f32, _>(shape)?;
+        let options = Conv2dOptions::default();
+        let (_, times, kernel) = timed(engine, |_| {
+            engine.correlate2d_into(&input.view(), mask, &options, output.view_mut())
+        })?;
+        let error = check_2d(input.view(), mask, output.view(), &mut self.rng);
+        Ok((error, times, kernel))
+    }
+
     fn host_case(&mut self, case: &HostCase) -> Result<String, String> {
         let engine = self.engine;
         engine.set_device_memory_limit(case.memory_cap);
@@ -279,7 +340,9 @@ impl Bench<'_> {
                 .map_err(|e| e.to_string())?
         };
         let failed = |e: conv_host::ConvError| format!("{}: {e}", case.name);
-        let (error, times, kernel) = if case.rows == 0 {
+        let (error, times, kernel) = if case.pinned {
+            self.pinned_case(case, &data, &mask).map_err(failed)?
+        } else if case.rows == 0 {
             let signal = Array1::from(data);
             let taps = mask.index_axis(Axis(0), 0).to_owned();
             let options = Conv1dOptions::default();
@@ -307,7 +370,11 @@ impl Bench<'_> {
         let (upload, download, floor) = floor_ms(engine, measured, measured)?;
         let scale = floats as f64 / measured as f64;
         let (upload, download, floor) = (upload * scale, download * scale, floor * scale);
-        let copies = host_copies_ms(engine, case, elements)?;
+        // Page-locked arrays are copied in place: no host copies.
+        let copies = match case.pinned {
+            true => 0.0,
+            false => host_copies_ms(engine, case, elements)?,
+        };
         let host = median(times);
         let kernel = median(kernel);
         let stages = engine.last_host_times().unwrap_or_default();

@@ -237,6 +237,18 @@ pub fn any_mode(cval_bound: f32) -> impl proptest::strategy::Strategy<Value = Bo
     ]
 }
 
+/// A device-memory cap that gives one slot bands of about `band_rows` output rows of an image
+/// `row_elements` wide with a mask of `mask_rows x mask_cols` taps (rows are padded to 32
+/// elements on the device; the cap counts the input and output buffers, and the mask, which
+/// the basic kernel reads from device memory).
+pub fn band_cap(
+    band_rows: usize,
+    row_elements: usize,
+    (mask_rows, mask_cols): (usize, usize),
+) -> usize {
+    2 * 4 * (row_elements + 32) * (band_rows + mask_rows - 1) + 4 * mask_rows * mask_cols
+}
+
 /// Every boundary mode, with a non-zero constant.
 pub fn all_modes() -> [BoundaryMode; 6] {
     [

@@ -10,7 +10,8 @@ use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::copy_into_view;
 use crate::options::BoundaryMode;
-use crate::pipeline::{Band, BandWork, HostCall};
+use crate::pinned_rows::PinnedRows;
+use crate::pipeline::{Band, BandWork, HostCall, InPlace};
 use crate::plan::Launch;
 use crate::session::Session;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
@@ -130,6 +131,11 @@ impl Engine {
             part: part.clone(),
             row_len: 1,
             halo: (taps.left, taps.values.len() - 1 - taps.left),
+            in_place: InPlace {
+                input: PinnedRows::of(&input, 0),
+                output: PinnedRows::of(&output, part.start),
+                mode: launch.mode,
+            },
         };
         let work = |device_mask| SignalBands {
             input,

@@ -11,7 +11,8 @@ use crate::engine::Engine;
 use crate::error::Result;
 use crate::layout::{copy_from_view, copy_into_view};
 use crate::options::BoundaryMode;
-use crate::pipeline::{Band, BandWork, HostCall};
+use crate::pinned_rows::PinnedRows;
+use crate::pipeline::{Band, BandWork, HostCall, InPlace};
 use crate::plan::{Launch, LaunchPlan};
 use crate::session::Session;
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, CudaViewMut};
@@ -167,6 +168,11 @@ impl Engine {
             constant: launch.mode.constant(),
             taps: &mask.values,
             rows: shape.height,
+            in_place: InPlace {
+                input: PinnedRows::of(&image, 0),
+                output: PinnedRows::of(&output, part.start),
+                mode: launch.mode,
+            },
             part,
             row_len: shape.pitch,
             halo: (mask.top, mask.rows - 1 - mask.top),
