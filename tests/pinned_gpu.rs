@@ -2,15 +2,19 @@
 //! packing or unpacking. Against the f64 reference in every boundary mode, whole and in bands
 //! (the rows past the image's ends then come from the far side or the constant, copied or set
 //! on the device), with the input, the output or both page-locked, and views that are not
-//! row-major falling back to packing.
+//! row-major falling back to packing; every element type against the same call on ordinary
+//! arrays.
 
 mod common;
 
 use common::images::{random_array3, random_mask};
 use common::{all_modes, band_cap, expected1d, expected2d, random_vec, rng};
-use conv_host::{Conv1dOptions, Conv2dOptions, Engine, Kernel, PinnedArray};
-use ndarray::{Array1, Array3, Ix1, Ix3, s};
+use conv_host::{
+    BoundaryMode, Conv1dOptions, Conv2dOptions, Element, Engine, Kernel, PinnedArray, bf16, f16,
+};
+use ndarray::{Array1, Array2, Array3, Ix1, Ix3, s};
 use rand::Rng;
+use rand::rngs::StdRng;
 
 fn pinned_copy3(engine: &Engine, array: &Array3<f32>) -> PinnedArray<f32, Ix3> {
     let mut pinned = engine
@@ -124,4 +128,78 @@ fn pinned_signals_match_the_reference() {
         }
     }
     eprintln!("pinned 1d: {runs} runs matched the reference (seed {seed})");
+}
+
+/// Every mode, 5x5 (the narrow types' own kernels) and 7x7 (converted on the device) masks,
+/// whole and in bands: page-locked input and output give exactly the result of the same call
+/// on ordinary arrays (which `element_types_gpu.rs` checks against the reference). The input is
+/// copied in place unless `cuMemset` cannot write the mode's constant in its type (an `f64`
+/// constant other than zero).
+fn matches_ordinary_arrays<T: Element>(engine: &Engine, rng: &mut StdRng) -> usize {
+    let mut runs = 0;
+    for mode in all_modes() {
+        for banded in [false, true] {
+            for size in [5, 7] {
+                let (rows, width, channels) = (
+                    rng.random_range(60..120),
+                    rng.random_range(1..70),
+                    [1, 3][runs % 2],
+                );
+                let image = Array3::from_shape_simple_fn((rows, width, channels), || {
+                    T::from_f64(rng.random_range(0.0..255.0))
+                });
+                let mask = Array2::from_shape_simple_fn((size, size), || {
+                    T::Real::from_f64(rng.random_range(-0.3..0.3))
+                });
+                let options = Conv2dOptions {
+                    mode,
+                    ..Default::default()
+                };
+                let what = format!(
+                    "{} {mode:?} {size}x{size} over {rows}x{width}x{channels}, banded {banded}",
+                    T::NAME
+                );
+                // A third of the image's rows at 16 bytes an element (device rows padded to 32
+                // elements), and the mask: several bands for every type's buffers (8 to 16
+                // bytes an element), each of a row or more.
+                let pitch = (width * channels).div_ceil(32) * 32;
+                let cap = rows / 3 * pitch * 16 + 512;
+                engine.set_device_memory_limit(banded.then_some(cap));
+                let expected = engine.correlate2d(&image, &mask, &options);
+                let mut input = engine
+                    .alloc_pinned::<T, _>(image.raw_dim())
+                    .expect("pinned");
+                input.view_mut().assign(&image);
+                let mut output = engine
+                    .alloc_pinned::<T, _>(image.raw_dim())
+                    .expect("pinned");
+                let got =
+                    engine.correlate2d_into(&input.view(), &mask, &options, output.view_mut());
+                engine.set_device_memory_limit(None);
+                let expected = expected.unwrap_or_else(|e| panic!("{what}, ordinary: {e}"));
+                got.unwrap_or_else(|e| panic!("{what}, page-locked: {e}"));
+                let times = engine.last_host_times().expect("host times");
+                let settable =
+                    size_of::<T>() < 8 || !matches!(mode, BoundaryMode::Constant(c) if c != 0.0);
+                assert_eq!(times.in_place, (settable, true), "{what}: {times}");
+                assert!(banded == (times.bands > 1), "{what}: {times}");
+                assert!(output.view() == expected.view(), "{what}: results differ");
+                runs += 1;
+            }
+        }
+    }
+    runs
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn pinned_element_types_match_ordinary_arrays() {
+    let (mut rng, seed) = rng("pinned types");
+    let engine = Engine::new().expect("GPU");
+    let runs = matches_ordinary_arrays::<u8>(&engine, &mut rng)
+        + matches_ordinary_arrays::<u16>(&engine, &mut rng)
+        + matches_ordinary_arrays::<f16>(&engine, &mut rng)
+        + matches_ordinary_arrays::<bf16>(&engine, &mut rng)
+        + matches_ordinary_arrays::<f64>(&engine, &mut rng);
+    eprintln!("pinned types: {runs} runs matched ordinary arrays (seed {seed})");
 }

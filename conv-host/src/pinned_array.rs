@@ -1,8 +1,8 @@
 //! Host arrays in page-locked memory. The host calls (`correlate2d`, `correlate1d`, their
-//! `_into` forms and the other filters on the pipeline) copy `f32` arrays of this kind
-//! straight between their memory and the GPU: no packing into staging buffers before the
-//! upload and no unpacking after the download, the host work that bounds calls on ordinary
-//! (pageable) arrays.
+//! `_into` forms and the other filters on the pipeline) copy arrays of this kind straight
+//! between their memory and the GPU: no packing into staging buffers before the upload and no
+//! unpacking after the download, the host work that bounds calls on ordinary (pageable)
+//! arrays.
 
 use crate::element::Element;
 use crate::engine::Engine;
@@ -14,8 +14,9 @@ use std::sync::Mutex;
 
 /// An owned, row-major, zero-initialised host array in page-locked memory that every GPU of
 /// the process can copy from and to ([`Engine::alloc_pinned`]). Work with it through
-/// [`PinnedArray::view`] and [`PinnedArray::view_mut`]: any host call given such a view (of
-/// `f32`, row-major) copies it in place.
+/// [`PinnedArray::view`] and [`PinnedArray::view_mut`]: any host call given such a view
+/// (row-major) copies it in place; an `f64` input under a `Constant` mode other than zero is
+/// packed (`cuMemset` cannot write its rows past the edges).
 ///
 /// Page-locked memory is a limited resource of the host: allocate these for the arrays that
 /// cross the host link often, and reuse them.

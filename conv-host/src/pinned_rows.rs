@@ -3,6 +3,7 @@
 //! input or output is such an array.
 
 use crate::conv1d::reference::fold;
+use crate::element::Element;
 use crate::error::{DriverContext, Result};
 use crate::options::BoundaryMode;
 use crate::pinned_array::is_pinned;
@@ -10,11 +11,10 @@ use crate::pipeline::Band;
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemorytype};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use ndarray::{ArrayBase, Dimension, RawData};
-use std::any::TypeId;
 use std::ffi::c_void;
 
-/// Rows of a page-locked, row-major `f32` host array that copies read or write in place: row
-/// `y` (counted in the call's input) at address `base + (y - first_row) * row_bytes`.
+/// Rows of a page-locked, row-major host array that copies read or write in place: row `y`
+/// (counted in the call's input) at address `base + (y - first_row) * row_bytes`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct PinnedRows {
     base: usize,
@@ -24,18 +24,15 @@ pub(crate) struct PinnedRows {
 
 impl PinnedRows {
     /// The rows of `array` (along axis 0, each the rest of the array; row 0 is the call's row
-    /// `first_row`) where it is a row-major, non-empty `f32` view of a [`crate::PinnedArray`].
+    /// `first_row`) where it is a row-major, non-empty view of a [`crate::PinnedArray`].
     pub(crate) fn of<S, D>(array: &ArrayBase<S, D>, first_row: usize) -> Option<Self>
     where
-        S: RawData<Elem: 'static>,
+        S: RawData<Elem: Element>,
         D: Dimension,
     {
         let bytes = array.len() * size_of::<S::Elem>();
         let base = array.as_ptr() as usize;
-        let pinned = TypeId::of::<S::Elem>() == TypeId::of::<f32>()
-            && bytes > 0
-            && array.is_standard_layout()
-            && is_pinned(base, base + bytes - 1);
+        let pinned = bytes > 0 && array.is_standard_layout() && is_pinned(base, base + bytes - 1);
         pinned.then(|| Self {
             base,
             first_row,
@@ -49,18 +46,62 @@ impl PinnedRows {
     }
 }
 
+/// A value of an element type as the `cuMemset` functions write it: its bytes, 1, 2 or 4 of
+/// them (or 8 whose halves agree, as zero's).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fill {
+    word: u32,
+    bytes: usize,
+}
+
+impl Fill {
+    /// Zero bytes.
+    pub(crate) const ZERO: Self = Self { word: 0, bytes: 4 };
+
+    /// `value`'s bytes, where a `cuMemset` function can write them.
+    pub(crate) fn of<T: Element>(value: T) -> Option<Self> {
+        let mut bytes = [0u8; 8];
+        // SAFETY: `value` is a plain number of `size_of::<T>() <= 8` bytes (every element
+        // type), all of them initialised; copied out as bytes.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                (&raw const value).cast::<u8>(),
+                bytes.as_mut_ptr(),
+                size_of::<T>().min(8),
+            )
+        };
+        let [a, b, c, d, e, f, g, h] = bytes;
+        let (low, high) = (
+            u32::from_ne_bytes([a, b, c, d]),
+            u32::from_ne_bytes([e, f, g, h]),
+        );
+        match size_of::<T>() {
+            1 | 2 | 4 => Some(Self {
+                word: low,
+                bytes: size_of::<T>(),
+            }),
+            8 if low == high => Some(Self {
+                word: low,
+                bytes: 4,
+            }),
+            _ => None,
+        }
+    }
+}
+
 /// Enqueues on `stream` the upload of `band`'s buffer rows from `host` (the rows of an input
 /// of `rows` rows) into `landing`, rows `pitch` bytes apart: the rows inside the input in one
 /// copy, the rows past its ends folded by `mode` (runs of consecutive rows one copy each) or
-/// set to its constant.
+/// set to `constant` (the mode's constant in the input's type).
 ///
 /// # Safety
 /// `host` describes rows of a live page-locked array that no one writes until `stream` is
-/// synchronised; `landing` holds `band.buffer_rows() * pitch` bytes, `pitch >= row_bytes`.
+/// synchronised; `landing` holds `band.buffer_rows() * pitch` bytes, `pitch >= row_bytes` and
+/// a multiple of the constant's bytes.
 pub(crate) unsafe fn upload(
     stream: &CudaStream,
     host: PinnedRows,
-    (band, rows, mode): (&Band, usize, BoundaryMode),
+    (band, rows, mode, constant): (&Band, usize, BoundaryMode, Fill),
     landing: &mut CudaSlice<u8>,
     pitch: usize,
 ) -> Result<()> {
@@ -108,12 +149,16 @@ pub(crate) unsafe fn upload(
                     )?
                 },
                 None => {
-                    let constant = mode.constant().unwrap_or(0.0).to_bits();
-                    let words = run * pitch / 4;
+                    let (at, values) = (row_at(r), run * pitch / constant.bytes);
+                    let (word, cu_stream) = (constant.word, stream.cu_stream());
                     // SAFETY: buffer rows `r .. r + run` lie in `landing`, `pitch` a multiple
-                    // of 4 (rows of `f32`); used in `stream`'s order.
+                    // of the value's bytes (caller); used in `stream`'s order.
                     unsafe {
-                        sys::cuMemsetD32Async(row_at(r), constant, words, stream.cu_stream())
+                        match constant.bytes {
+                            1 => sys::cuMemsetD8Async(at, word as u8, values, cu_stream),
+                            2 => sys::cuMemsetD16Async(at, word as u16, values, cu_stream),
+                            _ => sys::cuMemsetD32Async(at, word, values, cu_stream),
+                        }
                     }
                     .result()
                     .context(|| "setting the constant's rows".into())?;

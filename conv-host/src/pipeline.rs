@@ -13,7 +13,7 @@ use crate::element::{Element, Real, narrowing, widening};
 use crate::engine::Engine;
 use crate::error::{ConvError, DriverContext, Result};
 use crate::options::BoundaryMode;
-use crate::pinned_rows::{self, PinnedRows};
+use crate::pinned_rows::{self, Fill, PinnedRows};
 use crate::plan::LaunchPlan;
 use crate::session::Session;
 use crate::staging::{HostTimes, Slot, SlotBytes};
@@ -110,12 +110,32 @@ pub(crate) fn plan_bands(
 }
 
 /// The host arrays a call copies in place ([`crate::PinnedArray`] views: no packing, no
-/// unpacking), and the boundary mode that folds the rows past the input's ends for them.
+/// unpacking), and the boundary mode that folds the rows past the input's ends for them, its
+/// constant in the input's type.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct InPlace {
     pub(crate) input: Option<PinnedRows>,
     pub(crate) output: Option<PinnedRows>,
     pub(crate) mode: BoundaryMode,
+    pub(crate) constant: Fill,
+}
+
+impl InPlace {
+    /// `input` and `output` (page-locked rows or not) of a call in `mode` on `I`, the input
+    /// only where `cuMemset` can write the mode's constant in `I` (an `f64` constant: zero).
+    pub(crate) fn new<I: Element>(
+        (input, output): (Option<PinnedRows>, Option<PinnedRows>),
+        mode: BoundaryMode,
+    ) -> Self {
+        let value = I::from_f64(mode.constant().map_or(0.0, f64::from));
+        let constant = Fill::of(value);
+        Self {
+            input: input.filter(|_| constant.is_some()),
+            output,
+            mode,
+            constant: constant.unwrap_or(Fill::ZERO),
+        }
+    }
 }
 
 /// What one host call does to each band.
@@ -260,7 +280,8 @@ impl Session<'_> {
             // after every slot's stream is synchronised; `landing` holds the band's buffer rows.
             Some(host) => unsafe {
                 let pitch = row_len * size_of::<W::Input>();
-                pinned_rows::upload(stream, host, (band, rows, in_place.mode), landing, pitch)?
+                let rows = (band, rows, in_place.mode, in_place.constant);
+                pinned_rows::upload(stream, host, rows, landing, pitch)?
             },
             None => stream
                 .memcpy_htod(
@@ -443,12 +464,7 @@ impl Engine {
             setup_ms: ms_since(started),
             ..HostTimes::default()
         };
-        // Arrays copied in place must be of the types the kernels read and write.
-        let in_place = InPlace {
-            input: (call.in_place.input).filter(|_| !converts && !work.native()),
-            output: (call.in_place.output).filter(|_| !converts && !work.native()),
-            ..call.in_place
-        };
+        let in_place = call.in_place;
         times.in_place = (in_place.input.is_some(), in_place.output.is_some());
         let result = session.run_bands(
             &mut slots,

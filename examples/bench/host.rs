@@ -9,7 +9,7 @@ use crate::check::{check_1d, check_2d};
 use crate::timing::median;
 use crate::{Bench, random_vec};
 use conv_host::{Conv1dOptions, Conv2dOptions, Element, Engine};
-use ndarray::{Array1, Array2, Array3, ArrayView1, Axis, Ix1, Ix3};
+use ndarray::{Array1, Array2, Array3, ArrayView1, Axis, Ix1};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -101,6 +101,10 @@ fn cases() -> Vec<HostCase> {
         pinned("1d 2^26 7 taps pinned", 0, 1 << 26, 1),
         pinned("2d 8192^2 5x5 pinned", 8192, 8192, 1),
         pinned("2d 4096^2x3 5x5 pinned", 4096, 4096, 3),
+        HostCase {
+            bytes: true,
+            ..pinned("2d 8192^2x3 u8 5x5 pinned", 8192, 8192, 3)
+        },
         pinned("2d 512^2x3 5x5 pinned", 512, 512, 3),
         HostCase {
             memory_cap: Some(4 << 30),
@@ -264,8 +268,9 @@ impl Bench<'_> {
         ))
     }
 
-    /// The timed 2D calls of `case` on `image` (into a new array, or into the previous call's
-    /// output for `case.into`) and the spot check of the last output.
+    /// The timed 2D calls of `case` on `image` (into a new array, into the previous call's
+    /// output for `case.into`, or between page-locked copies of `image` for `case.pinned`) and
+    /// the spot check of the last output.
     fn image_case<T: Element<Real = f32>>(
         &mut self,
         case: &HostCase,
@@ -274,6 +279,16 @@ impl Bench<'_> {
     ) -> conv_host::Result<(f64, Vec<f32>, Vec<f32>)> {
         let engine = self.engine;
         let options = Conv2dOptions::default();
+        if case.pinned {
+            let mut input = engine.alloc_pinned::<T, _>(image.raw_dim())?;
+            input.view_mut().assign(image);
+            let mut output = engine.alloc_pinned::<T, _>(image.raw_dim())?;
+            let (_, times, kernel) = timed(engine, |_| {
+                engine.correlate2d_into(&input.view(), mask, &options, output.view_mut())
+            })?;
+            let error = check_2d(input.view(), mask, output.view(), &mut self.rng);
+            return Ok((error, times, kernel));
+        }
         let (output, times, kernel) = timed(engine, |previous: Option<Array3<T>>| match previous
             .filter(|_| case.into)
         {
@@ -286,41 +301,24 @@ impl Bench<'_> {
         Ok((error, times, kernel))
     }
 
-    /// The timed calls of `case` between page-locked arrays (`PinnedArray`, filled with
-    /// `data`): `correlate1d_into` or `correlate2d_into`, which the pipeline copies in place;
-    /// and the spot check of the last output.
-    fn pinned_case(
+    /// The timed calls of a signal `case` between page-locked arrays (`PinnedArray`, filled
+    /// with `data`): `correlate1d_into`, which the pipeline copies in place; and the spot check
+    /// of the last output.
+    fn pinned_signal_case(
         &mut self,
-        case: &HostCase,
         data: &[f32],
         mask: &Array2<f32>,
     ) -> conv_host::Result<(f64, Vec<f32>, Vec<f32>)> {
         let engine = self.engine;
-        if case.rows == 0 {
-            let mut input = engine.alloc_pinned::<f32, _>(Ix1(data.len()))?;
-            input.view_mut().assign(&ArrayView1::from(data));
-            let mut output = engine.alloc_pinned::<f32, _>(Ix1(data.len()))?;
-            let taps = mask.index_axis(Axis(0), 0).to_owned();
-            let options = Conv1dOptions::default();
-            let (_, times, kernel) = timed(engine, |_| {
-                engine.correlate1d_into(&input.view(), &taps, &options, output.view_mut())
-            })?;
-            let error = check_1d(input.view(), taps.view(), output.view(), &mut self.rng);
-            return Ok((error, times, kernel));
-        }
-        let shape = Ix3(case.rows, case.cols, case.channels);
-        let mut input = engine.alloc_pinned::<f32, _>(shape)?;
-        input
-            .view_mut()
-            .as_slice_mut()
-            .unwrap_or_default()
-            .copy_from_slice(data);
-        let mut output = engine.alloc_pinned::<f32, _>(shape)?;
-        let options = Conv2dOptions::default();
+        let mut input = engine.alloc_pinned::<f32, _>(Ix1(data.len()))?;
+        input.view_mut().assign(&ArrayView1::from(data));
+        let mut output = engine.alloc_pinned::<f32, _>(Ix1(data.len()))?;
+        let taps = mask.index_axis(Axis(0), 0).to_owned();
+        let options = Conv1dOptions::default();
         let (_, times, kernel) = timed(engine, |_| {
-            engine.correlate2d_into(&input.view(), mask, &options, output.view_mut())
+            engine.correlate1d_into(&input.view(), &taps, &options, output.view_mut())
         })?;
-        let error = check_2d(input.view(), mask, output.view(), &mut self.rng);
+        let error = check_1d(input.view(), taps.view(), output.view(), &mut self.rng);
         Ok((error, times, kernel))
     }
 
@@ -340,8 +338,8 @@ impl Bench<'_> {
                 .map_err(|e| e.to_string())?
         };
         let failed = |e: conv_host::ConvError| format!("{}: {e}", case.name);
-        let (error, times, kernel) = if case.pinned {
-            self.pinned_case(case, &data, &mask).map_err(failed)?
+        let (error, times, kernel) = if case.pinned && case.rows == 0 {
+            self.pinned_signal_case(&data, &mask).map_err(failed)?
         } else if case.rows == 0 {
             let signal = Array1::from(data);
             let taps = mask.index_axis(Axis(0), 0).to_owned();

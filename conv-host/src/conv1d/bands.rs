@@ -131,11 +131,13 @@ impl Engine {
             part: part.clone(),
             row_len: 1,
             halo: (taps.left, taps.values.len() - 1 - taps.left),
-            in_place: InPlace {
-                input: PinnedRows::of(&input, 0),
-                output: PinnedRows::of(&output, part.start),
-                mode: launch.mode,
-            },
+            in_place: InPlace::new::<I>(
+                (
+                    PinnedRows::of(&input, 0),
+                    PinnedRows::of(&output, part.start),
+                ),
+                launch.mode,
+            ),
         };
         let work = |device_mask| SignalBands {
             input,

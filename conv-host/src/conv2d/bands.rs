@@ -168,11 +168,13 @@ impl Engine {
             constant: launch.mode.constant(),
             taps: &mask.values,
             rows: shape.height,
-            in_place: InPlace {
-                input: PinnedRows::of(&image, 0),
-                output: PinnedRows::of(&output, part.start),
-                mode: launch.mode,
-            },
+            in_place: InPlace::new::<I>(
+                (
+                    PinnedRows::of(&image, 0),
+                    PinnedRows::of(&output, part.start),
+                ),
+                launch.mode,
+            ),
             part,
             row_len: shape.pitch,
             halo: (mask.top, mask.rows - 1 - mask.top),
