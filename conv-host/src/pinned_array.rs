@@ -112,3 +112,22 @@ impl<T: Element, D: Dimension> Drop for PinnedArray<T, D> {
         ranges().retain(|&(s, _)| s != start);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A span is page-locked only where it lies wholly in one live array.
+    #[test]
+    fn spans_are_pinned_inside_one_live_array() {
+        // Addresses no allocation of this process can take (the first page is never mapped).
+        let (start, end) = (16, 48);
+        ranges().push((start, end));
+        assert!(is_pinned(16, 47));
+        assert!(is_pinned(20, 30));
+        assert!(!is_pinned(15, 20));
+        assert!(!is_pinned(40, 48));
+        ranges().retain(|&(s, _)| s != start);
+        assert!(!is_pinned(20, 30));
+    }
+}

@@ -259,3 +259,23 @@ unsafe fn copy_rows(
         format!("{what} {height} rows of {width} bytes in place")
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use half::{bf16, f16};
+
+    /// Each element type's constant as `cuMemset` writes it: its own bytes, or the halves of an
+    /// `f64` where they agree (zero); other `f64` values cannot be written.
+    #[test]
+    fn fills_hold_each_types_bytes() {
+        let fill = |f: Option<Fill>| f.map(|f| (f.word, f.bytes));
+        assert_eq!(fill(Fill::of(200u8)), Some((200, 1)));
+        assert_eq!(fill(Fill::of(40_000u16)), Some((40_000, 2)));
+        assert_eq!(fill(Fill::of(f16::from_f32(-0.75))), Some((0xba00, 2)));
+        assert_eq!(fill(Fill::of(bf16::from_f32(-0.75))), Some((0xbf40, 2)));
+        assert_eq!(fill(Fill::of(-0.75f32)), Some(((-0.75f32).to_bits(), 4)));
+        assert_eq!(fill(Fill::of(0.0f64)), Some((0, 4)));
+        assert_eq!(fill(Fill::of(-0.75f64)), None);
+    }
+}
