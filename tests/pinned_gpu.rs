@@ -12,13 +12,17 @@ use common::{all_modes, band_cap, expected1d, expected2d, random_vec, rng};
 use conv_host::{
     BoundaryMode, Conv1dOptions, Conv2dOptions, Element, Engine, Kernel, PinnedArray, bf16, f16,
 };
-use ndarray::{Array1, Array2, Array3, Ix1, Ix3, s};
+use ndarray::{Array1, Array2, Array3, ArrayBase, Data, Dimension, s};
 use rand::Rng;
 use rand::rngs::StdRng;
 
-fn pinned_copy3(engine: &Engine, array: &Array3<f32>) -> PinnedArray<f32, Ix3> {
+/// A page-locked copy of `array`.
+fn pinned_copy<T: Element, S: Data<Elem = T>, D: Dimension>(
+    engine: &Engine,
+    array: &ArrayBase<S, D>,
+) -> PinnedArray<T, D> {
     let mut pinned = engine
-        .alloc_pinned::<f32, _>(array.raw_dim())
+        .alloc_pinned::<T, _>(array.raw_dim())
         .expect("pinned");
     pinned.view_mut().assign(array);
     pinned
@@ -49,9 +53,9 @@ fn pinned_images_match_the_reference() {
                 };
                 let expected = expected2d(image.view(), mask.view(), &options, false);
                 let which = [(true, true), (true, false), (false, true)][runs % 3];
-                let input = pinned_copy3(&engine, &image);
-                let mut output = engine.alloc_pinned::<f32, _>(image.raw_dim()).expect("out");
-                output.view_mut().fill(f32::NAN);
+                let input = pinned_copy(&engine, &image);
+                let poison = Array3::from_elem(image.raw_dim(), f32::NAN);
+                let mut output = pinned_copy(&engine, &poison);
                 let mut plain = Array3::from_elem(image.raw_dim(), f32::NAN);
                 engine.set_device_memory_limit(
                     band_rows.map(|b| band_cap(b, width * channels, shape)),
@@ -103,10 +107,8 @@ fn pinned_signals_match_the_reference() {
                 mode,
                 ..Default::default()
             };
-            let mut input = engine.alloc_pinned::<f32, _>(Ix1(len)).expect("pinned");
-            input.view_mut().assign(&signal);
-            let mut output = engine.alloc_pinned::<f32, _>(Ix1(len)).expect("pinned");
-            output.view_mut().fill(f32::NAN);
+            let input = pinned_copy(&engine, &signal);
+            let mut output = pinned_copy(&engine, &Array1::from_elem(len, f32::NAN));
             engine.set_device_memory_limit(chunk.map(|c| 2 * 4 * (c + taps) + 4 * taps));
             let result = engine.correlate1d_into(&input.view(), &mask, &options, output.view_mut());
             engine.set_device_memory_limit(None);
@@ -166,13 +168,8 @@ fn matches_ordinary_arrays<T: Element>(engine: &Engine, rng: &mut StdRng) -> usi
                 let cap = rows / 3 * pitch * 16 + 512;
                 engine.set_device_memory_limit(banded.then_some(cap));
                 let expected = engine.correlate2d(&image, &mask, &options);
-                let mut input = engine
-                    .alloc_pinned::<T, _>(image.raw_dim())
-                    .expect("pinned");
-                input.view_mut().assign(&image);
-                let mut output = engine
-                    .alloc_pinned::<T, _>(image.raw_dim())
-                    .expect("pinned");
+                let input = pinned_copy(engine, &image);
+                let mut output = pinned_copy(engine, &image);
                 let got =
                     engine.correlate2d_into(&input.view(), &mask, &options, output.view_mut());
                 engine.set_device_memory_limit(None);
