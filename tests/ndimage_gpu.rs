@@ -216,6 +216,9 @@ fn fused_filters_of_images_and_volumes_match_the_reference() {
         &[45, 30],
         &[5, 21, 36],
         &[2, 3, 9, 20],
+        // Tiles inside the volume staged by 16-byte words, and partial tiles at its edges.
+        &[40, 72, 100],
+        &[19, 45, 67],
     ] {
         let input: ArrayD<f32> = random_array(&mut rng, IxDyn(shape));
         for mode in modes {

@@ -136,6 +136,11 @@ fn every_kernel_the_host_names_is_in_the_ptx() {
                 .map(|&(_, _, name)| name),
         )
         .chain(crate::conv3d::image::async_entry_points())
+        .chain(
+            crate::conv3d::separable::SEPARABLE3D_ENTRY_POINTS
+                .iter()
+                .map(|&(_, name)| name),
+        )
         .collect();
     for name in &tensor_copies {
         assert!(

@@ -3,7 +3,7 @@
 //! The build script compiles `conv-kernels` to one PTX file of about 120 entry points (every
 //! specialised size and channel count) for sm_70, and a second one for sm_90 with the kernels
 //! that need newer devices (the tensor-copy separable and streaming kernels, and the 3D
-//! kernels staged by asynchronous copies). JIT-compiling all of it takes the
+//! kernels staged by asynchronous copies, tiled and separable). JIT-compiling all of it takes the
 //! driver seconds (about 10 s on an H200 for the first run after a build), most of it for
 //! kernels a program never launches, so the engine loads each kernel as its own module the
 //! first time it is used: the PTX with every other entry point's definition cut out (the
@@ -87,7 +87,8 @@ mod tests {
             .collect();
         let streaming = crate::abi::STREAM_MASKS.len() * crate::abi::REGISTER_CHANNELS.len();
         let asynchronous = crate::conv3d::ASYNC_ENTRY_POINTS.len()
-            + crate::conv3d::image::async_entry_points().count();
+            + crate::conv3d::image::async_entry_points().count()
+            + crate::conv3d::separable::SEPARABLE3D_ENTRY_POINTS.len();
         assert_eq!(
             names.len(),
             crate::abi::SEPARABLE_MASKS.len() + streaming + asynchronous
@@ -96,6 +97,7 @@ mod tests {
             name.starts_with("conv2d_separable_tma_m")
                 || name.starts_with("conv2d_register_tiled_tma_m")
                 || name.starts_with("conv3d_tiled_async_m")
+                || name.starts_with("conv3d_separable_async_m")
         }));
         assert!(!KERNELS_PTX.contains("cp.async"));
         let text = module_source("conv3d_tiled_async_m3").expect("an entry point");

@@ -688,6 +688,34 @@ pub const fn conv3d_shared_elements(slices: u64, rows: u64, mask_h: u64, row_wor
     slices * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * row_words
 }
 
+/// Side of the square tile of a one-pass separable 3D block (`conv3d_separable_async_m{M}`): 256
+/// threads own `32 x 32` outputs of every slice they walk through.
+pub const SEPARABLE3D_TILE: u64 = 32;
+/// The most taps a side of the one-pass separable 3D kernels: their ring of `4 M` sums a
+/// thread fits four blocks per SM at 3 and 5 taps, three at 7 (PERFORMANCE.md).
+pub const SEPARABLE3D_MAX_TAPS: usize = 7;
+/// Staged slices of a one-pass separable 3D block: the one its threads filter and the next
+/// three, in flight.
+pub const SEPARABLE3D_BUFFERS: u64 = 4;
+/// Words from one row-filtered row of a one-pass separable 3D block to the next: the tile's 32
+/// and 4 more, so that the 16-byte stores of 8 consecutive rows fall on 8 groups of banks.
+pub const SEPARABLE3D_FILTERED_ROW_WORDS: u64 = 36;
+
+/// Words from one staged row of a one-pass separable 3D block to the next for `m` taps: the
+/// tile, its `m - 1` halo elements and up to 3 before them (rows start at 16-byte words of the
+/// input), rounded up to an odd number of 16-byte words, so that the 16-byte reads of 8
+/// consecutive rows fall on 8 groups of banks.
+pub const fn separable3d_row_words(m: u64) -> u64 {
+    ((3 + SEPARABLE3D_TILE + m - 1).div_ceil(4) | 1) * 4
+}
+
+/// Shared memory of a one-pass separable 3D block for `m` taps, in words: the staged slices
+/// (tile and halo), then the row-filtered rows of one slice.
+pub const fn separable3d_shared_words(m: u64) -> u64 {
+    let rows = SEPARABLE3D_TILE + m - 1;
+    SEPARABLE3D_BUFFERS * rows * separable3d_row_words(m) + rows * SEPARABLE3D_FILTERED_ROW_WORDS
+}
+
 /// Input rows per step of the wide separable pair kernels (`conv2d_separable_wide_pair_m{M}`):
 /// steps half as long as the single kernels', so that their two rings and staged rows fit two
 /// blocks per SM up to 25 taps (one block per SM in steps of 32: PERFORMANCE.md).

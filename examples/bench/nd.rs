@@ -120,16 +120,19 @@ impl Bench<'_> {
                 format!("max_rel_err={error:.1e}"),
             );
         }
-        let (ms, _) = device_ms(engine, || {
-            nd.gaussian_filter(&volume, 2.0, 0, &NdOptions::default())
-        })?;
-        report(
-            "3d_512^3_gaussian_sigma2_separable",
-            ms,
-            volume.len(),
-            3 * 17,
-            "tests".into(),
-        );
+        // Masks of 3 to 17 taps a side (radius 4 sigma).
+        for (sigma, taps) in [(0.25, 3), (0.5, 5), (0.75, 7), (1.0, 9), (2.0, 17)] {
+            let (ms, _) = device_ms(engine, || {
+                nd.gaussian_filter(&volume, sigma, 0, &NdOptions::default())
+            })?;
+            report(
+                &format!("3d_512^3_gaussian_sigma{sigma}_separable"),
+                ms,
+                volume.len(),
+                3 * taps,
+                "tests".into(),
+            );
+        }
         let taps =
             ndarray::Array1::from_shape_simple_fn(17, || self.rng.random_range(-1.0f32..1.0));
         for axis in 0..3 {

@@ -1,9 +1,12 @@
 //! 3D correlation of volumes (and of batches of images, with a mask one slice deep) on the
-//! device. Mirrors `conv-kernels/src/conv3d.rs`.
+//! device. Mirrors `conv-kernels/src/conv3d/`.
 
 pub(crate) mod image;
 mod launch;
 pub(crate) mod reference;
+pub(crate) mod separable;
+
+pub(crate) use separable::has_separable3d_kernel;
 
 use crate::abi::{
     CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_copy_elements,

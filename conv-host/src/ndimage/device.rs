@@ -6,6 +6,7 @@ use super::filters::{Filter, Terms};
 use crate::abi::{TERMS_MAGNITUDE, TERMS_SUM};
 use crate::axis::{Combine, Pass};
 use crate::conv2d;
+use crate::conv3d;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
@@ -136,9 +137,55 @@ fn fused_term<'a, R: Real>(shape: &[usize], term: &'a [Pass]) -> Option<FusedTer
     })
 }
 
-/// One kernel of a term: its fused passes, or one axis pass.
+/// A term's passes along the last three axes of an `f32` array, which one separable 3D
+/// kernel runs over each of the array's `size[0]` volumes of `size[1..]`: one pass along each
+/// of those axes, with one mode and as many taps, a kernel compiled for them on this device;
+/// no constant other than zero (as [`fused_term`]); `rest`, the term's passes along the other
+/// axes, run after it.
+struct VolumeTerm<'a> {
+    size: [usize; 4],
+    passes: [&'a Pass; 3],
+    rest: Vec<&'a Pass>,
+}
+
+/// `term` over an array of `shape` as a [`VolumeTerm`], where a separable 3D kernel takes it on
+/// a device of compute capability `major.x`.
+fn volume_term<'a, R: Real>(
+    shape: &[usize],
+    term: &'a [Pass],
+    major: i32,
+) -> Option<VolumeTerm<'a>> {
+    let n = shape.len();
+    if R::NAME != "f32" || n < 3 {
+        return None;
+    }
+    let along = |axis| {
+        let mut passes = term.iter().filter(move |pass| pass.axis == axis);
+        passes.next().filter(|_| passes.next().is_none())
+    };
+    let passes = [along(n - 3)?, along(n - 2)?, along(n - 1)?];
+    let side = passes[2].taps.len();
+    let fits = passes.iter().all(|pass| {
+        pass.mode == passes[2].mode
+            && pass.taps.len() == side
+            && !matches!(pass.mode, BoundaryMode::Constant(c) if c != 0.0)
+    }) && conv3d::has_separable3d_kernel(side, major);
+    fits.then(|| VolumeTerm {
+        size: [
+            shape[..n - 3].iter().product(),
+            shape[n - 3],
+            shape[n - 2],
+            shape[n - 1],
+        ],
+        passes,
+        rest: term.iter().filter(|pass| pass.axis < n - 3).collect(),
+    })
+}
+
+/// One kernel of a term: its fused passes (two or three axes), or one axis pass.
 enum Step<'a> {
     Fused(&'a FusedTerm<'a>),
+    Volume(&'a VolumeTerm<'a>),
     Axis(&'a Pass),
 }
 
@@ -163,6 +210,38 @@ impl Session<'_> {
             target,
         )?;
         debug_assert!(fused, "fused_term admitted a term no separable kernel runs");
+        Ok(())
+    }
+
+    /// Enqueues `term` as one separable 3D kernel per volume from `source` into `target`,
+    /// clamped to `clamp`: it reads and writes each volume once, where the 2D kernel and an
+    /// axis pass move it twice (PERFORMANCE.md).
+    fn enqueue_volume(
+        &self,
+        term: &VolumeTerm<'_>,
+        clamp: (f32, f32),
+        source: &CudaView<'_, u8>,
+        target: &mut CudaViewMut<'_, u8>,
+    ) -> Result<()> {
+        let factors = term
+            .passes
+            .map(|pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>());
+        let [volumes, depth, height, width] = term.size;
+        let bytes = depth * height * width * size_of::<f32>();
+        for volume in 0..volumes {
+            let range = volume * bytes..(volume + 1) * bytes;
+            let enqueued = self.enqueue_separable3d(
+                [depth, height, width],
+                (
+                    factors.each_ref().map(Vec::as_slice),
+                    term.passes.map(|pass| pass.left),
+                ),
+                (term.passes[2].mode, clamp),
+                &source.slice(range.clone()),
+                &mut target.slice_mut(range),
+            )?;
+            debug_assert!(enqueued, "volume_term admitted a term no 3D kernel runs");
+        }
         Ok(())
     }
 
@@ -211,6 +290,10 @@ impl Session<'_> {
                 debug_assert_eq!(finish.0, Combine::Store, "a fused step stores");
                 self.enqueue_fused(term, finish.1, input, output)
             }
+            Step::Volume(term) => {
+                debug_assert_eq!(finish.0, Combine::Store, "a fused step stores");
+                self.enqueue_volume(term, finish.1, input, output)
+            }
             Step::Axis(pass) => self.enqueue_pass::<R>(shape, pass, finish, input, output),
         }
     }
@@ -234,16 +317,29 @@ impl Session<'_> {
             .collect();
         // The fused kernel only stores: a term wholly fused whose result is combined into the
         // target runs as axis passes (unless a pair kernel takes the filter).
-        let steps: Vec<Vec<Step<'_>>> = (filter.terms.iter().zip(&fused).enumerate())
-            .map(|(index, (term, fused))| match fused {
-                Some(fused)
-                    if !fused.rest.is_empty() || term_finish(filter, index).0 == Combine::Store =>
-                {
-                    std::iter::once(Step::Fused(fused))
-                        .chain(fused.rest.iter().map(|pass| Step::Axis(pass)))
-                        .collect()
+        let major = self.device().compute_capability.0;
+        let volumes: Vec<_> = filter
+            .terms
+            .iter()
+            .map(|term| volume_term::<R>(shape, term, major))
+            .collect();
+        let steps: Vec<Vec<Step<'_>>> = (filter.terms.iter().zip(&fused).zip(&volumes))
+            .enumerate()
+            .map(|(index, ((term, fused), volume))| {
+                let stores = term_finish(filter, index).0 == Combine::Store;
+                match (volume, fused) {
+                    (Some(volume), _) if !volume.rest.is_empty() || stores => {
+                        std::iter::once(Step::Volume(volume))
+                            .chain(volume.rest.iter().map(|pass| Step::Axis(pass)))
+                            .collect()
+                    }
+                    (_, Some(fused)) if !fused.rest.is_empty() || stores => {
+                        std::iter::once(Step::Fused(fused))
+                            .chain(fused.rest.iter().map(|pass| Step::Axis(pass)))
+                            .collect()
+                    }
+                    _ => term.iter().map(Step::Axis).collect(),
                 }
-                _ => term.iter().map(Step::Axis).collect(),
             })
             .collect();
         if let [Some(first), Some(second)] = fused.as_slice()

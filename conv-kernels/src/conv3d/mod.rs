@@ -37,6 +37,10 @@
 //! slice's loads in flight. The asynchronous copies keep three slices in flight; at 3 x 3 x
 //! 3 issue and L2 traffic bound them together (PERFORMANCE.md: N-D operations).
 
+// The one-pass separable kernels stage by asynchronous copies: the sm_90 build.
+#[cfg(conv_hopper)]
+pub mod separable;
+
 use crate::abi::{
     CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_copy_elements,
     conv3d_row_elements, conv3d_row_words, conv3d_rows,

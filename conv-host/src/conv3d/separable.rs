@@ -1,0 +1,162 @@
+//! The one-pass separable 3D kernels (`conv3d_separable_async_m{M}`): the three axis passes
+//! of a cubic rank-1 mask over an `f32` volume in one kernel, which reads and writes the volume
+//! once. Mirrors `conv-kernels/src/conv3d/separable.rs`.
+
+use crate::abi::{Conv3dParams, SEPARABLE3D_TILE, separable3d_shared_words};
+use crate::error::Result;
+use crate::options::BoundaryMode;
+use crate::session::Session;
+use cudarc::driver::{CudaView, CudaViewMut};
+
+/// The compiled kernels, by taps a side (`SEPARABLE3D_MAX_TAPS` the most).
+pub(crate) const SEPARABLE3D_ENTRY_POINTS: [(usize, &str); 3] = [
+    (3, "conv3d_separable_async_m3"),
+    (5, "conv3d_separable_async_m5"),
+    (7, "conv3d_separable_async_m7"),
+];
+
+/// Blocks of a one-pass separable kernel of `taps` taps resident on a multiprocessor: the
+/// build script's bound on their registers (`SEPARABLE3D_THREE_BLOCKS`).
+fn blocks_per_sm(taps: u64) -> u64 {
+    if taps < 7 { 4 } else { 3 }
+}
+
+/// Whether a one-pass separable kernel runs `taps` taps a side on a device of compute
+/// capability `major.x` (9.0 or later: the kernels stage by asynchronous copies and are built
+/// for sm_90). Masks of 9 taps and more run faster as two kernels (PERFORMANCE.md).
+pub(crate) fn has_separable3d_kernel(taps: usize, major: i32) -> bool {
+    major >= 9
+        && SEPARABLE3D_ENTRY_POINTS
+            .iter()
+            .any(|&(side, _)| side == taps)
+}
+
+/// Groups of slices a volume's tiles are cut into: the count that finishes soonest, each
+/// group staging its `taps - 1` extra slices, with `resident` blocks at a time (512^3 at 5
+/// taps, 256 tiles, 528 resident: two groups of 256 output slices, against one of 512 in half
+/// the blocks).
+fn depth_groups(depth: u64, plane_tiles: u64, taps: u64, resident: u64) -> u64 {
+    let time = |groups: u64| {
+        let waves = (plane_tiles * groups).div_ceil(resident.max(1));
+        waves * (depth.div_ceil(groups) + taps - 1)
+    };
+    (1..=depth.max(1))
+        .min_by_key(|&groups| time(groups))
+        .unwrap_or(1)
+}
+
+impl Session<'_> {
+    /// Enqueues the correlation of the `f32` volume of `shape` (depth, height, width; one
+    /// channel, at least one element) with the rank-1 mask of `factors` (depth, column and row
+    /// factors, as many taps each, anchored `anchors` taps before the output), extended by
+    /// `mode` and clamped to `clamp`, from `input` into `output`; returns `false`, enqueuing
+    /// nothing, where no kernel takes it ([`has_separable3d_kernel`]).
+    ///
+    /// # Errors
+    /// [`crate::ConvError::TooLarge`] for a slice of `2^32 - 1` elements or more,
+    /// [`crate::ConvError::Driver`].
+    pub(crate) fn enqueue_separable3d(
+        &self,
+        shape: [usize; 3],
+        (factors, anchors): ([&[f32]; 3], [usize; 3]),
+        (mode, clamp): (BoundaryMode, (f32, f32)),
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<bool> {
+        let taps = factors[0].len();
+        let major = self.device().compute_capability.0;
+        let entry = SEPARABLE3D_ENTRY_POINTS
+            .iter()
+            .find(|&&(side, _)| side == taps);
+        let (Some(&(_, entry_point)), true) = (entry, has_separable3d_kernel(taps, major)) else {
+            return Ok(false);
+        };
+        if factors.iter().any(|factor| factor.len() != taps) {
+            return Ok(false);
+        }
+        let [depth, height, width] = shape.map(|n| n as u64);
+        let bytes = shape.iter().product::<usize>() * size_of::<f32>();
+        if bytes == 0 || input.len() < bytes || output.len() < bytes {
+            return Ok(false);
+        }
+        // MASK: the row factor, the column factor, then the depth factor.
+        let mask: Vec<f32> = [factors[2], factors[1], factors[0]].concat();
+        self.set_constant_mask(entry_point, &mask)?;
+        let (mode, cval) = mode.code_and_cval();
+        let x_tiles = width.div_ceil(SEPARABLE3D_TILE);
+        let y_tiles = height.div_ceil(SEPARABLE3D_TILE);
+        let resident = u64::from(self.device().multiprocessor_count) * blocks_per_sm(taps as u64);
+        let groups = depth_groups(depth, x_tiles * y_tiles, taps as u64, resident);
+        let slices = depth.div_ceil(groups);
+        let [front, top, left] = anchors.map(|n| n as u64);
+        let side = taps as u64;
+        let params = |block_offset| Conv3dParams {
+            depth,
+            height,
+            width,
+            channels: 1,
+            pitch: width,
+            mask_d: side,
+            mask_h: side,
+            mask_w: side,
+            front: front as i64,
+            top,
+            left,
+            x_tiles,
+            y_tiles,
+            slices,
+            block_offset,
+            mode,
+            cval,
+            clamp_lo: clamp.0,
+            clamp_hi: clamp.1,
+            accumulate: 0,
+        };
+        let blocks = x_tiles * y_tiles * depth.div_ceil(slices);
+        let shared = separable3d_shared_words(side) * size_of::<f32>() as u64;
+        // SAFETY: both buffers hold the volume's `f32` elements (checked above; the callers
+        // pass distinct buffers); the three factors are in MASK (written above on this
+        // stream); `params` describes the volume, its tiles of 32 x 32 and groups of `slices`
+        // slices, which `blocks` covers; the kernel's shared memory for `taps` taps (32 KiB
+        // at most, under every device's 48 KiB).
+        unsafe {
+            self.launch_volume::<f32>(
+                self.stream(),
+                entry_point,
+                (blocks, shared),
+                None,
+                params,
+                input,
+                output,
+            )
+        }?;
+        Ok(true)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn depth_groups_weigh_waves_against_the_extra_slices() {
+        // 512^3 at 5 taps on 132 SMs, four blocks each: two groups fill one wave.
+        assert_eq!(depth_groups(512, 256, 5, 528), 2);
+        // 64 tiles: eight groups of 64 slices still fit one wave.
+        assert_eq!(depth_groups(512, 64, 5, 528), 8);
+        // Tiles of two whole waves: one group.
+        assert_eq!(depth_groups(512, 792, 7, 396), 1);
+        // One tile: as many groups as resident blocks allow, each at least a slice.
+        let groups = depth_groups(100, 1, 3, 264);
+        assert_eq!(groups, 100);
+        assert_eq!(depth_groups(1, 9, 17, 264), 1);
+    }
+
+    #[test]
+    fn kernels_need_compute_capability_9_and_a_compiled_side() {
+        assert!(has_separable3d_kernel(7, 9));
+        assert!(!has_separable3d_kernel(3, 8));
+        assert!(!has_separable3d_kernel(9, 9));
+        assert!(!has_separable3d_kernel(4, 9));
+    }
+}
