@@ -194,8 +194,9 @@ fn filters<T: Random>(rng: &mut StdRng) {
 /// Separable filters of `f32` arrays with one mode for every axis: where rows hold a multiple
 /// of 4 elements, the passes along the last two axes run as one 2D separable kernel over
 /// each image (except under a constant other than zero), then the other axes' passes; 2D
-/// filters of two such terms combine them in one more kernel; others run as axis passes;
-/// masks from 3 taps to wider than the image.
+/// filters of two such terms combine them in one more kernel; on sm_90, volumes' passes of 3
+/// to 7 taps run as one 3D kernel; others run as axis passes; masks from 3 taps to wider than
+/// the image, anchors moved along every axis.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fused_filters_of_images_and_volumes_match_the_reference() {
@@ -230,7 +231,17 @@ fn fused_filters_of_images_and_volumes_match_the_reference() {
             let sigma = [0.6, 2.0, 3.7][rng.random_range(0..3)];
             let order = rng.random_range(0..3);
             let size = rng.random_range(2..9);
-            let cases: [(&str, ArrayD<f32>, ArrayD<f64>); 5] = [
+            // An odd box with the anchor moved along every axis (SciPy's origin).
+            let odd = [3, 5, 7][rng.random_range(0..3)];
+            let shifted = NdOptions {
+                origin: PerAxis::Each(
+                    (0..shape.len())
+                        .map(|_| rng.random_range(-(odd as i64 / 2)..=odd as i64 / 2) as isize)
+                        .collect(),
+                ),
+                ..options.clone()
+            };
+            let cases: [(&str, ArrayD<f32>, ArrayD<f64>); 6] = [
                 (
                     "gaussian_filter",
                     nd.gaussian_filter(&input, sigma, order, &options).unwrap(),
@@ -245,6 +256,11 @@ fn fused_filters_of_images_and_volumes_match_the_reference() {
                     "uniform_filter",
                     nd.uniform_filter(&input, size, &options).unwrap(),
                     cpu::uniform_filter(&input, size, &options).unwrap(),
+                ),
+                (
+                    "uniform_filter (origin)",
+                    nd.uniform_filter(&input, odd, &shifted).unwrap(),
+                    cpu::uniform_filter(&input, odd, &shifted).unwrap(),
                 ),
                 // Two such terms, each fused, then summed or taken as a root of squares.
                 (
@@ -261,7 +277,9 @@ fn fused_filters_of_images_and_volumes_match_the_reference() {
             ];
             for (name, got, expected) in cases {
                 let what = format!(
-                    "{name} of {shape:?}: sigma {sigma}, order {order}, size {size}, {options:?}"
+                    "{name} of {shape:?}: sigma {sigma}, order {order}, size {size} ({odd} \
+                     shifted by {:?}), {options:?}",
+                    shifted.origin
                 );
                 check(got.view(), expected.view(), scale(&input) * 8.0, &what);
             }

@@ -19,7 +19,7 @@ impl Session<'_> {
     /// offsets within a slice in 32 bits), [`ConvError::Driver`].
     ///
     /// # Safety
-    /// The 3D kernels' contract (`conv-kernels/src/conv3d.rs`): `input` and `output` are
+    /// The 3D kernels' contract (`conv-kernels/src/conv3d/mod.rs`): `input` and `output` are
     /// distinct buffers holding the rows `params` describes, the taps are where the kernel
     /// reads them (written before in `stream`'s order), `blocks` covers the tiles and slices
     /// of `params` and `shared` is the staged slices' shared memory of its rows a thread.

@@ -90,6 +90,12 @@ pub(crate) fn term_finish(filter: &Filter, index: usize) -> (Combine, (f32, f32)
     (combine, if last { filter.clamp } else { UNCLAMPED })
 }
 
+/// The one pass of `term` along `axis`, if it has exactly one.
+fn only_pass(term: &[Pass], axis: usize) -> Option<&Pass> {
+    let mut passes = term.iter().filter(|pass| pass.axis == axis);
+    passes.next().filter(|_| passes.next().is_none())
+}
+
 /// A term's passes along the last two axes of an `f32` array, which one 2D separable kernel
 /// runs over each of the array's `planes` images of `height x width` (`size`): its column
 /// pass (axis `n - 2`) and row pass (axis `n - 1`), with one mode and as many taps; `rest`, the
@@ -112,10 +118,7 @@ fn fused_term<'a, R: Real>(shape: &[usize], term: &'a [Pass]) -> Option<FusedTer
     if R::NAME != "f32" || n < 2 {
         return None;
     }
-    let along = |axis| {
-        let mut passes = term.iter().filter(move |pass| pass.axis == axis);
-        passes.next().filter(|_| passes.next().is_none())
-    };
+    let along = |axis| only_pass(term, axis);
     let (column, row) = (along(n - 2)?, along(n - 1)?);
     let nonzero_constant = term
         .iter()
@@ -159,10 +162,7 @@ fn volume_term<'a, R: Real>(
     if R::NAME != "f32" || n < 3 {
         return None;
     }
-    let along = |axis| {
-        let mut passes = term.iter().filter(move |pass| pass.axis == axis);
-        passes.next().filter(|_| passes.next().is_none())
-    };
+    let along = |axis| only_pass(term, axis);
     let passes = [along(n - 3)?, along(n - 2)?, along(n - 1)?];
     let side = passes[2].taps.len();
     let fits = passes.iter().all(|pass| {

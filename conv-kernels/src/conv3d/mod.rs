@@ -1,5 +1,6 @@
 //! The 3D design: correlation of a `depth x height x width x channels` volume with a
-//! `mask_d x mask_h x mask_w` mask, and of a batch of images with a mask one slice deep.
+//! `mask_d x mask_h x mask_w` mask, and of a batch of images with a mask one slice deep
+//! (`separable.rs`: cubic rank-1 masks in one pass).
 //!
 //! Thread mapping and tiling: a block of 256 threads owns `CONV3D_THREADS.0` = 64 consecutive
 //! row elements (pixels times channels) of `4 ROWS` rows, through `p.slices` consecutive
