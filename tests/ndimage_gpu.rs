@@ -195,7 +195,7 @@ fn filters<T: Random>(rng: &mut StdRng) {
 /// of 4 elements, the passes along the last two axes run as one 2D separable kernel over
 /// each image (except under a constant other than zero), then the other axes' passes; 2D
 /// filters of two such terms combine them in one more kernel; on sm_90, volumes' passes of 3
-/// to 7 taps run as one 3D kernel; others run as axis passes; masks from 3 taps to wider than
+/// to 9 taps run as one 3D kernel; others run as axis passes; masks from 3 taps to wider than
 /// the image, anchors moved along every axis.
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -228,11 +228,11 @@ fn fused_filters_of_images_and_volumes_match_the_reference() {
                 clamp: rng.random_bool(0.3).then_some(Clamp { lo: -0.5, hi: 0.5 }),
                 ..Default::default()
             };
-            let sigma = [0.6, 2.0, 3.7][rng.random_range(0..3)];
+            let sigma = [0.6, 1.0, 2.0, 3.7][rng.random_range(0..4)];
             let order = rng.random_range(0..3);
             let size = rng.random_range(2..9);
             // An odd box with the anchor moved along every axis (SciPy's origin).
-            let odd = [3, 5, 7][rng.random_range(0..3)];
+            let odd = [3, 5, 7, 9][rng.random_range(0..4)];
             let shifted = NdOptions {
                 origin: PerAxis::Each(
                     (0..shape.len())
