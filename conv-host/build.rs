@@ -230,9 +230,9 @@ const AXIS_RING_ONE_BLOCK: u32 = 27;
 /// spilled 4 bytes.
 const PAIR_ONE_BLOCK: u32 = 27;
 
-/// Blocks per SM for the one-pass separable 3D kernels (`conv3d_separable_async_m{M}`, up to 9
+/// Blocks per SM for the one-pass separable 3D kernels (`conv3d_separable_async_m{M}`, up to 7
 /// taps): four below this many taps (their ring of `4 M` sums fits 64 registers), three from
-/// it on (80 registers; at 9 a 4-byte spill). More resident blocks hide more of a slice's chain of latencies:
+/// it on (80 registers at 7). More resident blocks hide more of a slice's chain of latencies:
 /// H200, 512^3, 3 taps 0.426 ms at four blocks against 0.480 at two (host: `blocks_per_sm`).
 const SEPARABLE3D_THREE_BLOCKS: u32 = 7;
 

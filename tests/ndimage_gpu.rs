@@ -195,7 +195,7 @@ fn filters<T: Random>(rng: &mut StdRng) {
 /// of 4 elements, the passes along the last two axes run as one 2D separable kernel over
 /// each image (except under a constant other than zero), then the other axes' passes; 2D
 /// filters of two such terms combine them in one more kernel; on sm_90, volumes' passes of 3
-/// to 9 taps run as one 3D kernel; others run as axis passes; masks from 3 taps to wider than
+/// to 7 taps run as one 3D kernel; others run as axis passes; masks from 3 taps to wider than
 /// the image, anchors moved along every axis.
 #[test]
 #[ignore = "needs a CUDA GPU"]

@@ -9,11 +9,10 @@ use crate::session::Session;
 use cudarc::driver::{CudaView, CudaViewMut};
 
 /// The compiled kernels, by taps a side (`SEPARABLE3D_MAX_TAPS` the most).
-pub(crate) const SEPARABLE3D_ENTRY_POINTS: [(usize, &str); 4] = [
+pub(crate) const SEPARABLE3D_ENTRY_POINTS: [(usize, &str); 3] = [
     (3, "conv3d_separable_async_m3"),
     (5, "conv3d_separable_async_m5"),
     (7, "conv3d_separable_async_m7"),
-    (9, "conv3d_separable_async_m9"),
 ];
 
 /// Blocks of a one-pass separable kernel of `taps` taps resident on a multiprocessor: the
@@ -24,7 +23,7 @@ fn blocks_per_sm(taps: u64) -> u64 {
 
 /// Whether a one-pass separable kernel runs `taps` taps a side on a device of compute
 /// capability `major.x` (9.0 or later: the kernels stage by asynchronous copies and are built
-/// for sm_90). Masks of 11 taps and more run faster as two kernels (PERFORMANCE.md).
+/// for sm_90). Masks of 9 taps and more run as two kernels (PERFORMANCE.md).
 pub(crate) fn has_separable3d_kernel(taps: usize, major: i32) -> bool {
     major >= 9
         && SEPARABLE3D_ENTRY_POINTS
@@ -157,8 +156,7 @@ mod tests {
     fn kernels_need_compute_capability_9_and_a_compiled_side() {
         assert!(has_separable3d_kernel(7, 9));
         assert!(!has_separable3d_kernel(3, 8));
-        assert!(has_separable3d_kernel(9, 9));
-        assert!(!has_separable3d_kernel(11, 9));
+        assert!(!has_separable3d_kernel(9, 9));
         assert!(!has_separable3d_kernel(4, 9));
     }
 }
