@@ -636,14 +636,14 @@ pub struct Conv3dParams {
 pub const CONV3D_THREADS: (u32, u32) = (64, 4);
 /// Mask slices a 3D kernel for shapes read at run time takes in one launch.
 pub const CONV3D_RING: usize = 8;
-/// Rows each thread of a 3D kernel computes, for a compiled `depth x side x side` mask
-/// (`side = 0`: shapes read at run time) over elements of `bytes` bytes, staged by
-/// asynchronous copies or through registers. Staged through registers: 4 for `f32` masks up to
-/// 3 slices deep (each value read from shared memory feeds up to 4 rows' sums), for `f64`
-/// masks one slice deep (one sum a row) 8 at 1 x 3 x 3 and 4 at 1 x 5 x 5, else 1,
-/// where the sums of more rows spilled registers. By asynchronous copies, which hold no staged
-/// values in registers: 8, the 5 x 5 x 5 kernels at one block per SM (their 40 sums take 241
-/// to 255 registers; 2 rows at two blocks: H100, 512^3, 1.292 against 1.098 ms).
+/// Rows of a 3D block's tile per row of its threads (`CONV3D_THREADS.1`), for a compiled
+/// `depth x side x side` mask (`side = 0`: shapes read at run time) over elements of `bytes`
+/// bytes, staged by asynchronous copies or through registers: each thread computes
+/// `conv3d_thread_elements` consecutive elements of `conv3d_rows / conv3d_thread_elements`
+/// rows. Staged through registers: 4 for `f32` masks up to 3 slices deep (each value read
+/// from shared memory feeds up to 4 rows' sums), for `f64` masks one slice deep (one sum a
+/// row) 8 at 1 x 3 x 3 and 4 at 1 x 5 x 5, else 1, where the sums of more rows spilled
+/// registers. By asynchronous copies, which hold no staged values in registers: 8.
 pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
     if side == 0 {
         return 1;
@@ -655,6 +655,18 @@ pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) 
         (8, 1, false) if side <= 3 => 8,
         (8, 1, false) => 4,
         _ => 1,
+    }
+}
+
+/// Consecutive row elements each thread of a 3D kernel computes (see [`conv3d_rows`]): 2 for
+/// the `f32` 5 x 5 x 5 kernels staged by asynchronous copies, whose 40 sums (4 rows of 2
+/// elements through 5 mask slices) then fit two blocks per SM, each tap and staged value
+/// still feeding 8 sums; else 1.
+pub const fn conv3d_thread_elements(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
+    if depth == 5 && side == 5 && bytes == 4 && asynchronous {
+        2
+    } else {
+        1
     }
 }
 

@@ -3,9 +3,10 @@
 //! (`separable.rs`: cubic rank-1 masks in one pass).
 //!
 //! Thread mapping and tiling: a block of 256 threads owns `CONV3D_THREADS.0` = 64 consecutive
-//! row elements (pixels times channels) of `4 ROWS` rows, through `p.slices` consecutive
-//! slices; thread `t` owns element `t % 64` of the `ROWS` consecutive rows from
-//! `ROWS (t / 64)`. The block streams through the `slices + mask_d - 1` input slices its
+//! row elements (pixels times channels) of `4 XS ROWS` rows, through `p.slices` consecutive
+//! slices; thread `t` owns the `XS` elements from `XS (t % (64 / XS))` of the `ROWS`
+//! consecutive rows from `ROWS (t / (64 / XS))` (`XS`: 2 for the 5 x 5 x 5 kernels staged by
+//! asynchronous copies, else 1). The block streams through the `slices + mask_d - 1` input slices its
 //! outputs need, staging each slice's tile and halo (ghost cells folded there; none in tiles
 //! inside the volume) in shared memory, one barrier a slice. Two ways to stage: through
 //! registers, into one of two buffers, the next slice's loads in flight during this one's
@@ -44,7 +45,7 @@ pub mod separable;
 
 use crate::abi::{
     CONV3D_ASYNC_SLICES, CONV3D_RING, CONV3D_THREADS, Conv3dParams, conv3d_copy_elements,
-    conv3d_row_elements, conv3d_row_words, conv3d_rows,
+    conv3d_row_elements, conv3d_row_words, conv3d_rows, conv3d_thread_elements,
 };
 use crate::boundary::Volume;
 use crate::element::Real;
@@ -84,6 +85,9 @@ const fn staged_words_per_thread(
     let words = (THREADS_X as usize + channels * halo + copy_elements - 1).div_ceil(copy_elements);
     ((THREADS_Y as usize * rows + halo) * words).div_ceil(THREADS as usize)
 }
+/// The most window rows and columns a thread of several elements holds in registers.
+const WINDOW_ROWS: usize = 8;
+const WINDOW_SIDE: usize = 5;
 /// The in-slice offset of a constant ghost cell.
 const GHOST: u32 = u32::MAX;
 
@@ -93,16 +97,16 @@ const GHOST: u32 = u32::MAX;
 /// `input` and `output` hold `depth * height >= 1` rows of `width * channels >= 1` elements,
 /// `p.pitch` apart, a slice (`height * pitch` elements) under `2^32 - 1` elements, and do not
 /// overlap; `mask` holds the launch's `mask_d * mask_h * mask_w` taps; `p.x_tiles` and
-/// `p.y_tiles` count tiles of 64 elements and `4 ROWS` rows, the grid covers the slices in
+/// `p.y_tiles` count tiles of 64 elements and `4 XS ROWS` rows, the grid covers the slices in
 /// steps of `p.slices >= 1`; a 256-thread launch with
-/// `conv3d_shared_elements(slices, ROWS, mask_h, row_words) * size_of::<T>()` bytes of
+/// `conv3d_shared_elements(slices, XS ROWS, mask_h, row_words) * size_of::<T>()` bytes of
 /// shared memory (`row_words`: `conv3d_row_words(mask_w, channels, conv3d_copy_elements(..,
 /// ASYNC))`; `slices`: `CONV3D_ASYNC_SLICES` for `ASYNC`, else 2, or 1 where a block
 /// stages one slice, `p.slices + mask_d = 2`); `mask_d <= RING`; for
 /// `SIDE > 0`, `mask_h = mask_w = SIDE` and `mask_d = DEPTH = RING`; for `CHANNELS > 0`,
 /// `channels = CHANNELS`; `ASYNC` only on sm_80 or later. `DOWN_ROWS` (a block walks down
 /// the rows of one slice: `depth = mask_d = 1`): `p.y_tiles` counts groups of `p.slices` tiles
-/// of `4 ROWS` rows, a block's steps, each staged as a slice is.
+/// of `4 XS ROWS` rows, a block's steps, each staged as a slice is.
 #[inline(always)]
 unsafe fn tiled<
     T: Real,
@@ -111,6 +115,7 @@ unsafe fn tiled<
     const DEPTH: u32,
     const RING: usize,
     const ROWS: usize,
+    const XS: usize,
     const ASYNC: bool,
     const CHANNELS: u32,
     const DOWN_ROWS: bool,
@@ -122,7 +127,19 @@ unsafe fn tiled<
 ) {
     const { assert!((SIDE == 0 && DEPTH == 0) || (SIDE > 0 && DEPTH as usize == RING)) };
     const { assert!(!DOWN_ROWS || DEPTH == 1) };
-    let tile_h = THREADS_Y * ROWS as u64;
+    const {
+        assert!(XS >= 1 && THREADS_X.is_multiple_of(XS as u64));
+        assert!(
+            XS == 1
+                || (SIDE > 0
+                    && !DOWN_ROWS
+                    && SIDE as usize <= WINDOW_SIDE
+                    && ROWS + SIDE as usize - 1 <= WINDOW_ROWS)
+        );
+    };
+    // Threads along a row: each owns `XS` consecutive elements.
+    let lanes = THREADS_X / XS as u64;
+    let tile_h = THREADS_Y * (XS * ROWS) as u64;
     let (rest, x_tile) = div_rem(p.block_offset + block_idx_x(), p.x_tiles);
     let (z_tile, y_tile) = div_rem(rest, p.y_tiles);
     let compiled = |size: u32, runtime: u64| if size > 0 { size } else { runtime as u32 };
@@ -138,7 +155,7 @@ unsafe fn tiled<
     };
     let step_rows = |s: u64| if DOWN_ROWS { s * tile_h } else { 0 };
     let tid = thread_idx_x();
-    let (tx, ty) = ((tid % THREADS_X) as u32, (tid / THREADS_X) as u32);
+    let (tx, ty) = ((tid % lanes) as u32, (tid / lanes) as u32);
     let staged_w = conv3d_row_elements(u64::from(compiled(SIDE, p.mask_w)), channels.into());
     let staged_h = tile_h + p.mask_h - 1;
     // Staged rows lie `row_words` apart in shared memory, element `e` of a row at `e + shift`:
@@ -212,7 +229,7 @@ unsafe fn tiled<
         _ if DOWN_ROWS => 0,
         (0, 8) => 0,
         (0, _) | (_, 8) => 2,
-        _ => AHEAD.min(staged_per_thread(SIDE, ROWS, CHANNELS)),
+        _ => AHEAD.min(staged_per_thread(SIDE, XS * ROWS, CHANNELS)),
     };
     // A thread's first `ahead_count` staged elements sit at the same place in every slice:
     // their offsets within a slice, folded once (`GHOST`: constant ghosts), and their byte
@@ -229,7 +246,7 @@ unsafe fn tiled<
     // the `words_per_row` words that hold a row's staged elements, ending inside the row.
     let words_per_row = (shift + staged_w as u32).div_ceil(copy_elements);
     let word_slots = if ASYNC && SIDE > 0 && copy_elements > 1 {
-        staged_words_per_thread(SIDE, ROWS, CHANNELS, copy_elements).min(ahead_count)
+        staged_words_per_thread(SIDE, XS * ROWS, CHANNELS, copy_elements).min(ahead_count)
     } else {
         0
     };
@@ -363,14 +380,14 @@ unsafe fn tiled<
         }
         commit_async_copies();
     };
-    // `sums[j][r]`: row `r`'s sum of the output slice that staged slice `s` meets through
-    // mask slice `mask_d - 1 - j`.
-    let mut sums = [[T::ZERO; ROWS]; RING];
+    // `sums[j][r][x]`: the sum of element `x` of row `r` of the output slice that staged
+    // slice `s` meets through mask slice `mask_d - 1 - j`.
+    let mut sums = [[[T::ZERO; XS]; ROWS]; RING];
     // Walking down the rows, a compiled mask (one slice deep) adds a row's odd columns of taps
     // into a second sum (`odd`): each row has two chains of dependent multiply-adds, each half
     // as long.
     let split = DOWN_ROWS && SIDE > 0;
-    let e = e0 + u64::from(tx);
+    let e = e0 + XS as u64 * u64::from(tx);
     let first_row = y0 + u64::from(ty) * ROWS as u64;
     let window_rows = ROWS as u32 + mask_h - 1;
     let mut ahead = if ASYNC {
@@ -397,30 +414,73 @@ unsafe fn tiled<
             ahead = load_ahead(s + 1);
         }
         let base = buffer_of(s);
-        let mut odd = [T::ZERO; ROWS];
-        for i in 0..window_rows {
-            let row = base + u64::from((ty * ROWS as u32 + i) * row_words + tx + shift);
-            for dx in 0..mask_w {
-                // SAFETY: row `ty ROWS + i < staged_h`, element `tx + dx * channels <
-                // staged_w` of this slice's buffer, stored before the last barrier.
-                let value = unsafe { SharedTile::load_real(row + u64::from(dx * channels)) };
-                for r in 0..ROWS {
-                    let dy = i.wrapping_sub(r as u32);
-                    if dy >= mask_h {
-                        continue;
-                    }
-                    for (j, ring) in sums.iter_mut().enumerate() {
-                        if j as u32 >= mask_d {
-                            break;
-                        }
-                        let dz = mask_d - 1 - j as u32;
-                        let tap = mask.tap(u64::from((dz * mask_h + dy) * mask_w + dx));
-                        let sum = if split && dx % 2 == 1 {
-                            &mut odd[r]
+        let mut odd = [[T::ZERO; XS]; ROWS];
+        let first = XS as u32 * tx;
+        if XS > 1 {
+            // Several elements a thread: the whole window in registers, `values[i][dx][x]`
+            // element `XS tx + x + dx * channels` of row `ty ROWS + i`, then each tap once
+            // for all the sums it feeds, so that the window and the sums fit the registers of
+            // two blocks per SM (the 5 x 5 x 5 kernels: 48 values and 40 sums in 128). The
+            // offsets within a row are added in 64 bits: with the channels compiled in, each
+            // load takes its row's address plus an immediate.
+            let values: [[[T; XS]; WINDOW_SIDE]; WINDOW_ROWS] = core::array::from_fn(|i| {
+                let row =
+                    base + u64::from((ty * ROWS as u32 + i as u32) * row_words + shift + first);
+                core::array::from_fn(|dx| {
+                    core::array::from_fn(|x| {
+                        if i < window_rows as usize && dx < mask_w as usize {
+                            // SAFETY: row `ty ROWS + i < staged_h`, element `XS tx + x + dx
+                            // channels < staged_w` of this slice's buffer, stored before the
+                            // last barrier.
+                            unsafe {
+                                SharedTile::load_real(
+                                    row + x as u64 + dx as u64 * u64::from(channels),
+                                )
+                            }
                         } else {
-                            &mut ring[r]
-                        };
-                        *sum = T::fma(tap, value, *sum);
+                            T::ZERO
+                        }
+                    })
+                })
+            });
+            for (j, ring) in sums.iter_mut().enumerate().take(mask_d as usize) {
+                let dz = mask_d - 1 - j as u32;
+                for dy in 0..mask_h {
+                    for dx in 0..mask_w {
+                        let tap = mask.tap(u64::from((dz * mask_h + dy) * mask_w + dx));
+                        for (r, sums) in ring.iter_mut().enumerate() {
+                            let values = &values[r + dy as usize][dx as usize];
+                            for (sum, &value) in sums.iter_mut().zip(values) {
+                                *sum = T::fma(tap, value, *sum);
+                            }
+                        }
+                    }
+                }
+            }
+        } else {
+            // One element a thread: the window row by row, each value into every sum it
+            // reaches (shapes read at run time have no compile-time window).
+            for i in 0..window_rows {
+                let row = base + u64::from((ty * ROWS as u32 + i) * row_words + first + shift);
+                for dx in 0..mask_w {
+                    // SAFETY: row `ty ROWS + i < staged_h`, element `tx + dx * channels <
+                    // staged_w` of this slice's buffer, stored before the last barrier.
+                    let value = unsafe { SharedTile::load_real(row + u64::from(dx * channels)) };
+                    for r in 0..ROWS {
+                        let dy = i.wrapping_sub(r as u32);
+                        if dy >= mask_h {
+                            continue;
+                        }
+                        for (j, ring) in sums.iter_mut().enumerate().take(mask_d as usize) {
+                            let dz = mask_d - 1 - j as u32;
+                            let tap = mask.tap(u64::from((dz * mask_h + dy) * mask_w + dx));
+                            let sum = if split && dx % 2 == 1 {
+                                &mut odd[r][0]
+                            } else {
+                                &mut ring[r][0]
+                            };
+                            *sum = T::fma(tap, value, *sum);
+                        }
                     }
                 }
             }
@@ -428,11 +488,11 @@ unsafe fn tiled<
         // The oldest sum in flight is complete: output slice `s - (mask_d - 1)`. Settled
         // here, so that its multiply-adds interleave with the other rows' (`Real::settled`).
         if split {
-            for (sum, &odd) in sums[0].iter_mut().zip(&odd) {
+            for (sum, &odd) in sums[0].iter_mut().flatten().zip(odd.iter().flatten()) {
                 *sum = T::fma(T::from_f32(1.0), odd, *sum);
             }
         }
-        sums[0] = sums[0].map(T::settled);
+        sums[0] = sums[0].map(|row| row.map(T::settled));
         let k = s as i64 - i64::from(mask_d - 1);
         if k >= 0 && e < row_elements {
             let (z, first_row) = if DOWN_ROWS {
@@ -441,30 +501,35 @@ unsafe fn tiled<
                 (z0 + k as u64, first_row)
             };
             let first = output.wrapping_add(((z * p.height + first_row) * p.pitch + e) as usize);
-            // Rows of the thread inside the volume: one 32-bit compare a row, none where all
-            // are (`all_inside`).
+            // Rows and elements of the thread inside the volume: one 32-bit compare each,
+            // none where all are (`all_inside`).
             let rows_inside = p.height.saturating_sub(first_row).min(ROWS as u64) as u32;
+            let elements_inside = (row_elements - e).min(XS as u64) as u32;
             // Stores the rows inside the volume, adding what the output holds where
             // `accumulate`, clamped where `clamp`: all decided once per slice, not per row.
             let store_rows = #[inline(always)]
             |accumulate: bool, clamp: bool, all_inside: bool| {
                 let mut at = first;
-                for (r, &sum) in sums[0].iter().enumerate() {
-                    if all_inside || (r as u32) < rows_inside {
-                        let total = if accumulate {
-                            // SAFETY: row `first_row + r` of slice `z`, element `e`: inside
-                            // the volume; this thread alone writes the element.
-                            T::fma(T::from_f32(1.0), unsafe { *at }, sum)
-                        } else {
-                            sum
-                        };
-                        let total = if clamp {
-                            total.clamp_to(p.clamp_lo, p.clamp_hi)
-                        } else {
-                            total
-                        };
-                        // SAFETY: as above.
-                        unsafe { *at = total };
+                for (r, row) in sums[0].iter().enumerate() {
+                    for (x, &sum) in row.iter().enumerate() {
+                        if all_inside || ((r as u32) < rows_inside && (x as u32) < elements_inside)
+                        {
+                            let at = at.wrapping_add(x);
+                            let total = if accumulate {
+                                // SAFETY: element `e + x` of row `first_row + r` of slice
+                                // `z`: inside the volume; this thread alone writes it.
+                                T::fma(T::from_f32(1.0), unsafe { *at }, sum)
+                            } else {
+                                sum
+                            };
+                            let total = if clamp {
+                                total.clamp_to(p.clamp_lo, p.clamp_hi)
+                            } else {
+                                total
+                            };
+                            // SAFETY: as above.
+                            unsafe { *at = total };
+                        }
                     }
                     at = at.wrapping_add(p.pitch as usize);
                 }
@@ -472,7 +537,7 @@ unsafe fn tiled<
             match (
                 p.accumulate != 0,
                 p.clamp_lo > f32::NEG_INFINITY || p.clamp_hi < f32::INFINITY,
-                rows_inside == ROWS as u32,
+                rows_inside == ROWS as u32 && elements_inside == XS as u32,
             ) {
                 (false, false, true) => store_rows(false, false, true),
                 (false, false, false) => store_rows(false, false, false),
@@ -484,10 +549,10 @@ unsafe fn tiled<
             sums[j] = if ((j + 1) as u32) < mask_d {
                 sums[j + 1]
             } else {
-                [T::ZERO; ROWS]
+                [[T::ZERO; XS]; ROWS]
             };
         }
-        sums[RING - 1] = [T::ZERO; ROWS];
+        sums[RING - 1] = [[T::ZERO; XS]; ROWS];
     }
 }
 
@@ -512,8 +577,10 @@ impl<T: Real> MaskAt<T> for GlobalMask<T> {
 }
 
 /// Declares the 3D entry point `$name(input, mask, output, p)` over `$t` with the taps in
-/// `$mask` (`ConstantOperands`: in `MASK`, the pointer unused) for `[SIDE, DEPTH, RING, ROWS,
-/// ASYNC, CHANNELS, DOWN_ROWS]` (`ASYNC`: staged by asynchronous copies, not through
+/// `$mask` (`ConstantOperands`: in `MASK`, the pointer unused) for `[SIDE, DEPTH, RING,
+/// TILE_ROWS, ASYNC, CHANNELS, DOWN_ROWS]` (`TILE_ROWS`: `conv3d_rows`, each thread's
+/// `conv3d_thread_elements` elements taking `TILE_ROWS` over them rows; `ASYNC`: staged by
+/// asynchronous copies, not through
 /// registers; `CHANNELS`: 0, read at run time, or compiled in; `DOWN_ROWS`: a block walks down
 /// the rows of one slice).
 macro_rules! conv3d_entry_points {
@@ -531,7 +598,18 @@ macro_rules! conv3d_entry_points {
         ) {
             // SAFETY: forwarded contract.
             unsafe {
-                tiled::<$t, $mask, $side, $depth, { $ring }, { $rows as usize }, $async, $channels, $down_rows>(
+                tiled::<
+                    $t,
+                    $mask,
+                    $side,
+                    $depth,
+                    { $ring },
+                    { ($rows / conv3d_thread_elements($depth, $side, size_of::<$t>() as u64, $async)) as usize },
+                    { conv3d_thread_elements($depth, $side, size_of::<$t>() as u64, $async) as usize },
+                    $async,
+                    $channels,
+                    $down_rows,
+                >(
                     input,
                     <$mask as MaskAt<$t>>::at(mask),
                     output,
