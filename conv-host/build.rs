@@ -230,11 +230,13 @@ const AXIS_RING_ONE_BLOCK: u32 = 27;
 /// spilled 4 bytes.
 const PAIR_ONE_BLOCK: u32 = 27;
 
-/// Blocks per SM for the one-pass separable 3D kernels (`conv3d_separable_async_m{M}`, up to 7
+/// Blocks per SM for the one-pass separable 3D kernels (`conv3d_separable_async_m{M}`, up to 9
 /// taps): four below this many taps (their ring of `4 M` sums fits 64 registers), three from
-/// it on (80 registers at 7). More resident blocks hide more of a slice's chain of latencies:
+/// it on (80 registers at 7), two from `SEPARABLE3D_TWO_BLOCKS` (9 taps: 117 registers; 12
+/// bytes spilled at three). More resident blocks hide more of a slice's chain of latencies:
 /// H200, 512^3, 3 taps 0.426 ms at four blocks against 0.480 at two (host: `blocks_per_sm`).
 const SEPARABLE3D_THREE_BLOCKS: u32 = 7;
+const SEPARABLE3D_TWO_BLOCKS: u32 = 9;
 
 /// Whether a `.visible .entry` line declares a kernel `{family}{taps}` of at least `least`
 /// taps (`axis_ring_m`, `conv2d_separable_wide_pair_m`).
@@ -295,7 +297,9 @@ fn bound_block_size(ptx: &str) -> String {
                 } else if line.contains(".entry axis_") {
                     AXIS_BLOCKS
                 } else if line.contains(".entry conv3d_separable_async_m") {
-                    if at_least(line, "conv3d_separable_async_m", SEPARABLE3D_THREE_BLOCKS) {
+                    if at_least(line, "conv3d_separable_async_m", SEPARABLE3D_TWO_BLOCKS) {
+                        2
+                    } else if at_least(line, "conv3d_separable_async_m", SEPARABLE3D_THREE_BLOCKS) {
                         3
                     } else {
                         4

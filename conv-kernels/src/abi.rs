@@ -704,9 +704,9 @@ pub const fn conv3d_shared_elements(slices: u64, rows: u64, mask_h: u64, row_wor
 /// threads own `32 x 32` outputs of every slice they walk through.
 pub const SEPARABLE3D_TILE: u64 = 32;
 /// The most taps a side of the one-pass separable 3D kernels: their ring of `4 M` sums a
-/// thread fits four blocks per SM at 3 and 5 taps, three at 7; at 9 three blocks spill
+/// thread fits four blocks per SM at 3 and 5 taps, three at 7, two at 9 (three spill)
 /// (PERFORMANCE.md).
-pub const SEPARABLE3D_MAX_TAPS: usize = 7;
+pub const SEPARABLE3D_MAX_TAPS: usize = 9;
 /// Staged slices of a one-pass separable 3D block: the one its threads filter and the next
 /// three, in flight.
 pub const SEPARABLE3D_BUFFERS: u64 = 4;

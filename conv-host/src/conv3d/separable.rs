@@ -9,21 +9,26 @@ use crate::session::Session;
 use cudarc::driver::{CudaView, CudaViewMut};
 
 /// The compiled kernels, by taps a side (`SEPARABLE3D_MAX_TAPS` the most).
-pub(crate) const SEPARABLE3D_ENTRY_POINTS: [(usize, &str); 3] = [
+pub(crate) const SEPARABLE3D_ENTRY_POINTS: [(usize, &str); 4] = [
     (3, "conv3d_separable_async_m3"),
     (5, "conv3d_separable_async_m5"),
     (7, "conv3d_separable_async_m7"),
+    (9, "conv3d_separable_async_m9"),
 ];
 
 /// Blocks of a one-pass separable kernel of `taps` taps resident on a multiprocessor: the
 /// build script's bound on their registers (`SEPARABLE3D_THREE_BLOCKS`).
 fn blocks_per_sm(taps: u64) -> u64 {
-    if taps < 7 { 4 } else { 3 }
+    match taps {
+        ..7 => 4,
+        7 => 3,
+        _ => 2,
+    }
 }
 
 /// Whether a one-pass separable kernel runs `taps` taps a side on a device of compute
 /// capability `major.x` (9.0 or later: the kernels stage by asynchronous copies and are built
-/// for sm_90). Masks of 9 taps and more run as two kernels (PERFORMANCE.md).
+/// for sm_90). Masks of 11 taps and more run as two kernels (PERFORMANCE.md).
 pub(crate) fn has_separable3d_kernel(taps: usize, major: i32) -> bool {
     major >= 9
         && SEPARABLE3D_ENTRY_POINTS
@@ -117,7 +122,7 @@ impl Session<'_> {
         // SAFETY: both buffers hold the volume's `f32` elements (checked above; the callers
         // pass distinct buffers); the three factors are in MASK (written above on this
         // stream); `params` describes the volume, its tiles of 32 x 32 and groups of `slices`
-        // slices, which `blocks` covers; the kernel's shared memory for `taps` taps (32 KiB
+        // slices, which `blocks` covers; the kernel's shared memory for `taps` taps (33 KiB
         // at most, under every device's 48 KiB).
         unsafe {
             self.launch_volume::<f32>(
@@ -154,9 +159,9 @@ mod tests {
 
     #[test]
     fn kernels_need_compute_capability_9_and_a_compiled_side() {
-        assert!(has_separable3d_kernel(7, 9));
+        assert!(has_separable3d_kernel(9, 9));
         assert!(!has_separable3d_kernel(3, 8));
-        assert!(!has_separable3d_kernel(9, 9));
+        assert!(!has_separable3d_kernel(11, 9));
         assert!(!has_separable3d_kernel(4, 9));
     }
 }

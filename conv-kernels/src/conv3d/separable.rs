@@ -23,11 +23,11 @@
 //!    in its registers: a slice's step is chosen among `M` compiled ones by its phase
 //!    ([`depth_step`]), each with its taps at fixed slots.
 //!
-//! Per output: `(32 + M - 1) / 32 M + 2 M` multiply-adds. Shared memory: 29 to 32 KiB. What
+//! Per output: `(32 + M - 1) / 32 M + 2 M` multiply-adds. Shared memory: 28 to 33 KiB. What
 //! bounds it is latency: each slice is a chain of a wait, a barrier, the row pass, a barrier
 //! and the other passes, so the resident blocks set its speed; the ring takes `4 M`
-//! registers, which leaves four blocks per SM at 3 and 5 taps, three at 7 (masks of 9 taps
-//! and more run as two kernels: PERFORMANCE.md).
+//! registers, which leaves four blocks per SM at 3 and 5 taps, three at 7, two at 9 (masks of
+//! 11 taps and more run as two kernels: PERFORMANCE.md).
 
 use crate::abi::{
     Conv3dParams, SEPARABLE3D_BUFFERS, SEPARABLE3D_FILTERED_ROW_WORDS, SEPARABLE3D_MAX_TAPS,
@@ -62,7 +62,7 @@ macro_rules! depth_phases {
     ($phase:expr, $m:ident, ($sums:expr, $values:expr), $($p:literal)+) => {
         match $phase {
             $($p => depth_step::<$m, $p>($sums, $values),)+
-            // SAFETY: the phase is below `M <= 7` (asserted by the caller).
+            // SAFETY: the phase is below `M <= 9` (asserted by the caller).
             _ => unsafe { core::hint::unreachable_unchecked() },
         }
     };
@@ -260,7 +260,7 @@ unsafe fn separable3d<const M: usize>(input: *const f32, output: *mut f32, p: &C
         }
         // SAFETY: `phase = s mod M < M`.
         unsafe { core::hint::assert_unchecked(phase < M) };
-        let done = depth_phases!(phase, M, (&mut sums, values), 0 1 2 3 4 5 6);
+        let done = depth_phases!(phase, M, (&mut sums, values), 0 1 2 3 4 5 6 7 8);
         phase = if phase + 1 == M { 0 } else { phase + 1 };
         let Some(k) = s.checked_sub(halo) else {
             continue;
@@ -328,4 +328,4 @@ macro_rules! separable3d_entry_points {
     )+};
 }
 
-separable3d_entry_points!(3, 5, 7);
+separable3d_entry_points!(3, 5, 7, 9);
