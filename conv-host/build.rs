@@ -249,13 +249,15 @@ fn at_least(line: &str, family: &str, least: u32) -> bool {
 }
 /// Blocks per SM for the 3D kernels: two (up to 128 registers), where their eight sums per
 /// thread (sixteen registers in f64), the unrolled taps' loads and a batch of staged loads
-/// spilled at 80. The 5 x 5 x 5 kernels staged by asynchronous copies fit two with 2 elements
-/// of 4 rows a thread (`conv3d_thread_elements`; H100, 512^3: 0.904 ms, against 1.098 at one
-/// block of threads of one element and 8 rows, 231 registers).
+/// spilled at 80. The 5 x 5 x 5 kernel of one channel staged by asynchronous copies fits two
+/// with 2 elements of 4 rows a thread (`conv3d_thread_elements`; H100, 512^3: 0.904 ms,
+/// against 1.098 at one block of threads of one element and 8 rows, 231 registers).
 const CONV3D_BLOCKS: u32 = 2;
 /// One block per SM for the `f64` 1 x 5 x 5 kernel staged through registers
 /// (`conv3d_tiled_m1x5_f64`, 2D `f64` images at 5 x 5 before sm_90: 172 registers, where two
-/// spilled 28 to 48 bytes at 4, 6 and 8 rows a thread).
+/// spilled 28 to 48 bytes at 4, 6 and 8 rows a thread) and the 5 x 5 x 5 kernel staged by
+/// asynchronous copies with the channel count read at run time (`conv3d_tiled_async_m5`: 8
+/// rows of one element a thread, 231 registers).
 const CONV3D_ONE_BLOCK: u32 = 1;
 
 fn bound_block_size(ptx: &str) -> String {
@@ -304,7 +306,9 @@ fn bound_block_size(ptx: &str) -> String {
                     } else {
                         4
                     }
-                } else if line.contains(".entry conv3d_tiled_m1x5_f64(") {
+                } else if line.contains(".entry conv3d_tiled_m1x5_f64(")
+                    || line.contains(".entry conv3d_tiled_async_m5(")
+                {
                     CONV3D_ONE_BLOCK
                 } else {
                     CONV3D_BLOCKS

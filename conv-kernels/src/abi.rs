@@ -658,12 +658,19 @@ pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) 
     }
 }
 
-/// Consecutive row elements each thread of a 3D kernel computes (see [`conv3d_rows`]): 2 for
-/// the `f32` 5 x 5 x 5 kernels staged by asynchronous copies, whose 40 sums (4 rows of 2
-/// elements through 5 mask slices) then fit two blocks per SM, each tap and staged value
-/// still feeding 8 sums; else 1.
-pub const fn conv3d_thread_elements(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
-    if depth == 5 && side == 5 && bytes == 4 && asynchronous {
+/// Consecutive row elements each thread of a 3D kernel computes (see [`conv3d_rows`]), for
+/// `channels` compiled in (0: read at run time): 2 for the `f32` 5 x 5 x 5 kernel of one
+/// channel staged by asynchronous copies, whose 40 sums (4 rows of 2 elements through 5 mask
+/// slices) and 48-value window then fit two blocks per SM, each tap still feeding 8 sums; else
+/// 1 (with the channel count read at run time, its window of 80 values spilled).
+pub const fn conv3d_thread_elements(
+    depth: u64,
+    side: u64,
+    channels: u64,
+    bytes: u64,
+    asynchronous: bool,
+) -> u64 {
+    if depth == 5 && side == 5 && channels == 1 && bytes == 4 && asynchronous {
         2
     } else {
         1

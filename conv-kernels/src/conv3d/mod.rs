@@ -5,8 +5,8 @@
 //! Thread mapping and tiling: a block of 256 threads owns `CONV3D_THREADS.0` = 64 consecutive
 //! row elements (pixels times channels) of `4 XS ROWS` rows, through `p.slices` consecutive
 //! slices; thread `t` owns the `XS` elements from `XS (t % (64 / XS))` of the `ROWS`
-//! consecutive rows from `ROWS (t / (64 / XS))` (`XS`: 2 for the 5 x 5 x 5 kernels staged by
-//! asynchronous copies, else 1). The block streams through the `slices + mask_d - 1` input slices its
+//! consecutive rows from `ROWS (t / (64 / XS))` (`XS`: 2 for the 5 x 5 x 5 kernel of one
+//! channel staged by asynchronous copies, else 1). The block streams through the `slices + mask_d - 1` input slices its
 //! outputs need, staging each slice's tile and halo (ghost cells folded there; none in tiles
 //! inside the volume) in shared memory, one barrier a slice. Two ways to stage: through
 //! registers, into one of two buffers, the next slice's loads in flight during this one's
@@ -604,8 +604,8 @@ macro_rules! conv3d_entry_points {
                     $side,
                     $depth,
                     { $ring },
-                    { ($rows / conv3d_thread_elements($depth, $side, size_of::<$t>() as u64, $async)) as usize },
-                    { conv3d_thread_elements($depth, $side, size_of::<$t>() as u64, $async) as usize },
+                    { ($rows / conv3d_thread_elements($depth, $side, $channels, size_of::<$t>() as u64, $async)) as usize },
+                    { conv3d_thread_elements($depth, $side, $channels, size_of::<$t>() as u64, $async) as usize },
                     $async,
                     $channels,
                     $down_rows,
