@@ -6,9 +6,9 @@
 //! row elements (pixels times channels) of `4 XS ROWS` rows, through `p.slices` consecutive
 //! slices; thread `t` owns the `XS` elements from `XS (t % (64 / XS))` of the `ROWS`
 //! consecutive rows from `ROWS (t / (64 / XS))` (`XS`: 2 for the 5 x 5 x 5 kernel of one
-//! channel staged by asynchronous copies, else 1). The block streams through the `slices + mask_d - 1` input slices its
-//! outputs need, staging each slice's tile and halo (ghost cells folded there; none in tiles
-//! inside the volume) in shared memory, one barrier a slice. Two ways to stage: through
+//! channel staged by asynchronous copies, else 1). The block streams through the `slices +
+//! mask_d - 1` input slices its outputs need, staging each slice's tile and halo (ghost cells
+//! folded there; none in tiles inside the volume) in shared memory, one barrier a slice. Two ways to stage: through
 //! registers, into one of two buffers, the next slice's loads in flight during this one's
 //! multiply-adds; or (`ASYNC`, the sm_90 build) by asynchronous copies (`cp.async`) into one of
 //! `CONV3D_ASYNC_SLICES` = 4 buffers, three slices' copies in flight and no registers held. Each thread reads its
