@@ -113,7 +113,7 @@ unsafe fn walk<
     if M < COMPUTE_BOUND_FROM && size_of::<S>() < size_of::<f32>() {
         // SAFETY: a block of 256 threads; `input` is a pitched image as `p` describes (caller).
         unsafe {
-            Strip::<K>::new::<M, C>(p, layout.ring_rows, layout.column_table)
+            Strip::<K>::new::<M, C, S>(p, layout.ring_rows, layout.column_table)
                 .prefetch::<M, C, S>((input, p), 0)
         };
     }

@@ -47,7 +47,7 @@ unsafe fn stream_tma<const M: usize, const C: usize>(
     let layout = StreamTmaLayout::new(M as u64, C as u64);
     // SAFETY: a block of 256 threads (caller). No step folds columns here, so the strip has no
     // column table (its word is never read).
-    let strip = unsafe { Strip::new::<M, C>(p, STREAM_TMA_RING_ROWS, layout.words) };
+    let strip = unsafe { Strip::new::<M, C, f32>(p, STREAM_TMA_RING_ROWS, layout.words) };
     let barrier = TransactionBarrier(SharedTile::address32(layout.barrier));
     if strip.lane == 0 && strip.warp == 0 {
         // SAFETY: the layout's barrier word, used for nothing else; one thread.

@@ -45,7 +45,7 @@ unsafe fn separable_tma<const M: usize>(
     let layout = SeparableTmaLayout::new(M as u64);
     // SAFETY: a block of 256 threads (caller). No border step folds columns here, so the
     // strip has no column table (its word is never read).
-    let strip = unsafe { Strip::new::<M, 1>(p, layout.ring_rows, layout.words) };
+    let strip = unsafe { Strip::new::<M, 1, f32>(p, layout.ring_rows, layout.words) };
     let barrier = TransactionBarrier(SharedTile::address32(layout.barrier));
     let leader = strip.lane == 0 && strip.warp == 0;
     if leader {

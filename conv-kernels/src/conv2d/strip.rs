@@ -64,7 +64,13 @@ pub struct Strip<const K: u64 = CHUNK> {
     columns_inside: bool,
     /// First word of the column table.
     column_table: u64,
+    /// The elements, from the first of a staged row inside the image, that this thread asks
+    /// L2 for in each step's row it prefetches (`NO_PREFETCH`: none).
+    prefetch_offsets: [u32; 2],
 }
+
+/// A prefetch offset of no line.
+const NO_PREFETCH: u32 = u32::MAX;
 
 impl<const K: u64> Strip<K> {
     /// Output rows of a pass thread: a step's `K x 256` outputs over 256 threads of 4
@@ -86,7 +92,7 @@ impl<const K: u64> Strip<K> {
         column_table: u64,
     ) -> (Self, Plane<S>) {
         // SAFETY: a block of 256 threads (caller).
-        let strip = unsafe { Self::new::<M, C>(p, ring_rows, column_table) };
+        let strip = unsafe { Self::new::<M, C, S>(p, ring_rows, column_table) };
         // SAFETY: `input` is a pitched image as `p` describes (caller).
         let image = unsafe { Plane::new(input, p) };
         strip.fold_columns(image);
@@ -98,7 +104,7 @@ impl<const K: u64> Strip<K> {
     /// # Safety
     /// The block has 256 threads (`Strip::begin`'s contract).
     #[inline(always)]
-    pub(crate) unsafe fn new<const M: usize, const C: usize>(
+    pub(crate) unsafe fn new<const M: usize, const C: usize, S: Element<Real = f32>>(
         p: &Conv2dParams,
         ring_rows: u64,
         column_table: u64,
@@ -114,6 +120,22 @@ impl<const K: u64> Strip<K> {
         // SAFETY: 256 threads per block (caller). Knowing it, the compiler drops the staging's
         // checks that a warp's rows lie in the step (`warp + 8 n < 32`).
         unsafe { core::hint::assert_unchecked(thread < 256) };
+        // The staged span of a row inside the image, and the lines this thread asks L2 for:
+        // `t % n` and `t % n + n` (`n` threads a row) of the span's 128-byte steps from its
+        // first element, the last clipped to the span's last element, so that every line the
+        // span touches is asked for, whatever the row's alignment.
+        let first = first_e.max(0);
+        let span = (first_e + staged_w as i64).min(elements as i64) - first;
+        let per_row = Self::PREFETCH_THREADS_PER_ROW;
+        let line_elements = (128 / size_of::<S>()) as i64;
+        let prefetch_offsets = [thread % per_row, thread % per_row + per_row].map(|line| {
+            let offset = line as i64 * line_elements;
+            if span > 0 && offset < span + line_elements - 1 {
+                offset.min(span - 1) as u32
+            } else {
+                NO_PREFETCH
+            }
+        });
         Self {
             e0,
             y0,
@@ -126,6 +148,7 @@ impl<const K: u64> Strip<K> {
             first_y: y0 as i64 - i64::from(p.top),
             columns_inside: first_e >= 0 && first_e as u64 + staged_w <= elements,
             column_table,
+            prefetch_offsets,
         }
     }
 
@@ -155,9 +178,14 @@ impl<const K: u64> Strip<K> {
         // `Strip::new`), ptxas spilled 4 bytes in the 7 x 7 kernel over 3 channels.
         let mut x = opaque(thread_idx_x() as usize) as u64;
         while x < self.staged_w {
-            let column = image
-                .column(self.first_e + x as i64)
-                .map_or(NO_COLUMN, |c| c as u32);
+            // Strips inside the image need no fold (nor the fold's division by the channels).
+            let column = if self.columns_inside {
+                (self.first_e as u64 + x) as u32
+            } else {
+                image
+                    .column(self.first_e + x as i64)
+                    .map_or(NO_COLUMN, |c| c as u32)
+            };
             // SAFETY: `x < staged_w`: an entry of the table; read after the barrier below.
             unsafe { SharedTile::store(self.column_table + x, f32::from_bits(column)) };
             x += 256;
@@ -243,8 +271,10 @@ impl<const K: u64> Strip<K> {
     /// lies inside the image, so that the step's staging reads L2 instead of waiting on device
     /// memory: issued a step ahead, these fetches run during the pass, when the block has no
     /// loads of its own in flight. `n = 256 / K` threads take each row of the step, thread
-    /// `t` row `t / n` and the 128-byte lines `t % n` and `t % n + n` of its span (`2n` lines:
-    /// in steps of 32 rows, a span of up to 480 elements and its offset in the first line).
+    /// `t` row `t / n` and the 128-byte steps `t % n` and `t % n + n` of its span (`2n` lines:
+    /// in steps of 32 rows, a span of up to 480 elements and its offset in the first line),
+    /// their offsets found once per block (`Strip::new`: 26 instructions a step, where finding
+    /// them each step took 44).
     ///
     /// # Safety
     /// `input` is the pitched image `p` describes.
@@ -259,27 +289,18 @@ impl<const K: u64> Strip<K> {
             let lines = 2 * Self::PREFETCH_THREADS_PER_ROW as usize;
             assert!(SEPARABLE_WIDE_STRIP as usize + (M - 1) * C <= 32 * lines - 32)
         };
-        let elements = (u64::from(p.width) * C as u64) as i64;
-        let first = self.first_e.max(0);
-        let end = (self.first_e + self.staged_w as i64).min(elements);
         // Thread `t` is lane `t % 32` of warp `t / 32`, and `per_row` divides 32.
         let row = self.warp * (32 / per_row) + self.lane / per_row;
         let y = self.first_y + (step * K + row) as i64;
-        if step >= self.steps::<M>() || first >= end || y < 0 || y >= i64::from(p.height) {
+        if step >= self.steps::<M>() || y < 0 || y >= i64::from(p.height) {
             return;
         }
-        let row = input.wrapping_add((y as u64 * p.pitch) as usize);
-        let (start, last) = (
-            row.wrapping_add(first as usize),
-            row.wrapping_add(end as usize - 1),
-        );
-        let first_line = start as u64 & !127;
-        for line in [self.lane % per_row, self.lane % per_row + per_row] {
-            let at = (first_line + 128 * line) as *const S;
-            if at <= last {
-                // SAFETY: between the first and the last element of the row's span, inside
-                // the image.
-                unsafe { prefetch_l2(at.max(start).cast::<f32>()) };
+        let start =
+            input.wrapping_add((y as u64 * p.pitch) as usize + self.first_e.max(0) as usize);
+        for offset in self.prefetch_offsets {
+            if offset != NO_PREFETCH {
+                // SAFETY: within the row's staged span inside the image (`Strip::new`).
+                unsafe { prefetch_l2(start.wrapping_add(offset as usize).cast::<f32>()) };
             }
         }
     }

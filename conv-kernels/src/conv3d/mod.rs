@@ -488,8 +488,12 @@ unsafe fn tiled<
         // The oldest sum in flight is complete: output slice `s - (mask_d - 1)`. Settled
         // here, so that its multiply-adds interleave with the other rows' (`Real::settled`).
         if split {
-            for (sum, &odd) in sums[0].iter_mut().flatten().zip(odd.iter().flatten()) {
-                *sum = T::fma(T::from_f32(1.0), odd, *sum);
+            // Indexed, not through flattening iterators: those kept both arrays in local
+            // memory (a 128-byte stack frame in the `f64` kernels for 2D images).
+            for r in 0..ROWS {
+                for x in 0..XS {
+                    sums[0][r][x] = T::fma(T::from_f32(1.0), odd[r][x], sums[0][r][x]);
+                }
             }
         }
         sums[0] = sums[0].map(|row| row.map(T::settled));
