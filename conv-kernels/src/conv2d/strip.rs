@@ -273,8 +273,8 @@ impl<const K: u64> Strip<K> {
     /// loads of its own in flight. `n = 256 / K` threads take each row of the step, thread
     /// `t` row `t / n` and the 128-byte steps `t % n` and `t % n + n` of its span (`2n` lines:
     /// in steps of 32 rows, a span of up to 480 elements and its offset in the first line),
-    /// their offsets found once per block (`Strip::new`: 26 instructions a step, where finding
-    /// them each step took 44).
+    /// their offsets found once per block (`Strip::new`), so that a step's prefetch is its row's
+    /// address and two prefetches (26 instructions).
     ///
     /// # Safety
     /// `input` is the pitched image `p` describes.

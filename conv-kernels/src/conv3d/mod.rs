@@ -488,7 +488,7 @@ unsafe fn tiled<
         // The oldest sum in flight is complete: output slice `s - (mask_d - 1)`. Settled
         // here, so that its multiply-adds interleave with the other rows' (`Real::settled`).
         if split {
-            // Indexed, not through flattening iterators: those kept both arrays in local
+            // Indexed, not through flattening iterators: those keep both arrays in local
             // memory (a 128-byte stack frame in the `f64` kernels for 2D images).
             for r in 0..ROWS {
                 for x in 0..XS {
