@@ -730,10 +730,11 @@ pub const fn separable3d_row_words(m: u64) -> u64 {
 }
 
 /// Shared memory of a one-pass separable 3D block for `m` taps, in words: the staged slices
-/// (tile and halo), then the row-filtered rows of one slice.
+/// (tile and halo), then the row-filtered rows of two slices.
 pub const fn separable3d_shared_words(m: u64) -> u64 {
     let rows = SEPARABLE3D_TILE + m - 1;
-    SEPARABLE3D_BUFFERS * rows * separable3d_row_words(m) + rows * SEPARABLE3D_FILTERED_ROW_WORDS
+    SEPARABLE3D_BUFFERS * rows * separable3d_row_words(m)
+        + 2 * rows * SEPARABLE3D_FILTERED_ROW_WORDS
 }
 
 /// Input rows per step of the wide separable pair kernels (`conv2d_separable_wide_pair_m{M}`):

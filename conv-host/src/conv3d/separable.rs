@@ -36,16 +36,24 @@ pub(crate) fn has_separable3d_kernel(taps: usize, major: i32) -> bool {
             .any(|&(side, _)| side == taps)
 }
 
-/// Groups of slices a volume's tiles are cut into: the count that finishes soonest, each
-/// group staging its `taps - 1` extra slices, with `resident` blocks at a time (512^3 at 5
-/// taps, 256 tiles, 528 resident: two groups of 256 output slices, against one of 512 in half
-/// the blocks).
+/// The most output slices of a one-pass separable block per extra slice it stages (`taps -
+/// 1`). Blocks that walk long columns drift apart, lose the halos their neighbours leave in L2
+/// and finish unevenly: on an H100, 512^3 at 3 / 5 / 7 / 9 taps takes 0.563 / 0.588 / 0.524 /
+/// 0.604 ms in one wave of blocks 256 to 512 slices deep, 0.424 / 0.465 / 0.498 / 0.572 at
+/// at most ten slices per extra slice, in several waves (PERFORMANCE.md: N-D operations).
+const SLICES_PER_EXTRA_SLICE: u64 = 10;
+
+/// Groups of slices a volume's tiles are cut into: of the counts whose blocks are at most
+/// `SLICES_PER_EXTRA_SLICE (taps - 1)` slices deep, the one that finishes soonest, each group
+/// staging its `taps - 1` extra slices, with `resident` blocks at a time.
 fn depth_groups(depth: u64, plane_tiles: u64, taps: u64, resident: u64) -> u64 {
     let time = |groups: u64| {
         let waves = (plane_tiles * groups).div_ceil(resident.max(1));
         waves * (depth.div_ceil(groups) + taps - 1)
     };
-    (1..=depth.max(1))
+    let deepest = (SLICES_PER_EXTRA_SLICE * taps.saturating_sub(1)).max(1);
+    let depth = depth.max(1);
+    (depth.div_ceil(deepest)..=depth)
         .min_by_key(|&groups| time(groups))
         .unwrap_or(1)
 }
@@ -122,7 +130,7 @@ impl Session<'_> {
         // SAFETY: both buffers hold the volume's `f32` elements (checked above; the callers
         // pass distinct buffers); the three factors are in MASK (written above on this
         // stream); `params` describes the volume, its tiles of 32 x 32 and groups of `slices`
-        // slices, which `blocks` covers; the kernel's shared memory for `taps` taps (33 KiB
+        // slices, which `blocks` covers; the kernel's shared memory for `taps` taps (39 KiB
         // at most, under every device's 48 KiB).
         unsafe {
             self.launch_volume::<f32>(
@@ -145,12 +153,15 @@ mod tests {
 
     #[test]
     fn depth_groups_weigh_waves_against_the_extra_slices() {
-        // 512^3 at 5 taps on 132 SMs, four blocks each: two groups fill one wave.
-        assert_eq!(depth_groups(512, 256, 5, 528), 2);
-        // 64 tiles: eight groups of 64 slices still fit one wave.
-        assert_eq!(depth_groups(512, 64, 5, 528), 8);
-        // Tiles of two whole waves: one group.
-        assert_eq!(depth_groups(512, 792, 7, 396), 1);
+        // 512^3 on 132 SMs, 256 tiles: blocks at most ten slices deep per extra slice, the
+        // count of groups that fills its last wave best.
+        assert_eq!(depth_groups(512, 256, 3, 528), 26);
+        assert_eq!(depth_groups(512, 256, 5, 528), 14);
+        assert_eq!(depth_groups(512, 256, 9, 264), 7);
+        // 64 tiles: 16 groups of 32 slices fill two waves.
+        assert_eq!(depth_groups(512, 64, 5, 528), 16);
+        // Tiles of two whole waves: the fewest groups the depth allows.
+        assert_eq!(depth_groups(512, 792, 7, 396), 9);
         // One tile: as many groups as resident blocks allow, each at least a slice.
         let groups = depth_groups(100, 1, 3, 264);
         assert_eq!(groups, 100);

@@ -10,11 +10,13 @@
 //! mode; else element by element, every ghost cell folded; `SEPARABLE3D_BUFFERS` = 4 buffers,
 //! three slices in flight). Then:
 //!
-//! 1. row pass: each of the `4 (32 + M - 1)` segments of 8 row-filtered values (every staged
-//!    row, halo rows included) is one thread's, its window read by 16-byte shared loads, each
-//!    tap a constant-memory operand; the 8 threads of a quarter-warp take the same segment of
-//!    8 consecutive rows, so that their reads and writes fall on 8 groups of banks;
-//! 2. column pass, after a barrier: thread `t` filters column `t % 32` over the 4 rows from
+//! 1. row pass, a slice ahead of the other passes: each of the `4 (32 + M - 1)` segments of 8
+//!    row-filtered values (every staged row, halo rows included) is one thread's, its window
+//!    read by 16-byte shared loads, each tap a constant-memory operand; the 8 threads of a
+//!    quarter-warp take the same segment of 8 consecutive rows, so that their reads and writes
+//!    fall on 8 groups of banks; the rows go to one of two areas, so that one barrier a slice
+//!    separates them from their column pass;
+//! 2. column pass, a slice behind: thread `t` filters column `t % 32` over the 4 rows from
 //!    `4 (t / 32)`, reading the `4 + M - 1` row-filtered values it needs once (the 32 lanes of
 //!    a warp read one row's 32 consecutive words);
 //! 3. depth pass, in registers: each thread keeps the sums of its 4 rows for the `M` output
@@ -23,11 +25,12 @@
 //!    in its registers: a slice's step is chosen among `M` compiled ones by its phase
 //!    ([`depth_step`]), each with its taps at fixed slots.
 //!
-//! Per output: `(32 + M - 1) / 32 M + 2 M` multiply-adds. Shared memory: 28 to 33 KiB. What
-//! bounds it is latency: each slice is a chain of a wait, a barrier, the row pass, a barrier
-//! and the other passes, so the resident blocks set its speed; the ring takes `4 M`
-//! registers, which leaves four blocks per SM at 3 and 5 taps, three at 7, two at 9 (masks of
-//! 11 taps and more run as two kernels: PERFORMANCE.md).
+//! Per output: `(32 + M - 1) / 32 M + 2 M` multiply-adds. Shared memory: 33 to 39 KiB. What
+//! bounds it is latency: each slice is a chain of a wait, a barrier and the passes, so the
+//! resident blocks set its speed; the ring takes `4 M` registers, which leaves four blocks
+//! per SM at 3 and 5 taps, three at 7, two at 9 (masks of 11 taps and more run as two
+//! kernels: PERFORMANCE.md). The host cuts the depth into groups of about `10 (M - 1)`
+//! slices: deeper blocks drift apart and lose the halos their neighbours leave in L2.
 
 use crate::abi::{
     Conv3dParams, SEPARABLE3D_BUFFERS, SEPARABLE3D_FILTERED_ROW_WORDS, SEPARABLE3D_MAX_TAPS,
@@ -204,8 +207,37 @@ unsafe fn separable3d<const M: usize>(input: *const f32, output: *mut f32, p: &C
     // Row pass: segment `lane / 8` of staged row `8 warp + lane % 8`.
     let segment_row = 8 * warp + lane % 8;
     let segment = SEGMENT as u64 * (lane / 8);
+    // Slice `s`'s row-filtered rows sit in area `s mod 2`, so that the row pass of the next
+    // slice and the column pass of this one run between the same two barriers.
+    let filtered_area = staged_rows * SEPARABLE3D_FILTERED_ROW_WORDS;
+    let filtered_of = |s: u64| filtered + (s % 2) * filtered_area;
+    // Row-filters slice `s`'s staged rows into its area: each thread its segment.
+    let row_pass = #[inline(always)]
+    |s: u64| {
+        if segment_row < staged_rows {
+            let staged = buffer_of(s) + segment_row * row_words + segment;
+            let mut acc = [0.0f32; SEGMENT];
+            // SAFETY: words of the staged row (`shift + segment + SEGMENT + M - 1 <=
+            // row_words`), stored before the last barrier.
+            let quad = |q: usize| unsafe { SharedTile::load4(staged + 4 * q as u64) };
+            // The window's first element sits `shift` into its word: a constant in each arm.
+            match shift {
+                0 => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 0, quad),
+                1 => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 1, quad),
+                2 => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 2, quad),
+                _ => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 3, quad),
+            }
+            let at = filtered_of(s) + segment_row * SEPARABLE3D_FILTERED_ROW_WORDS + segment;
+            // SAFETY: row `segment_row < staged_rows` of slice `s`'s row-filtered rows, words
+            // `segment .. segment + 8 <= 32`: inside the reserved memory, 16-byte aligned.
+            unsafe {
+                SharedTile::store4(at, [acc[0], acc[1], acc[2], acc[3]]);
+                SharedTile::store4(at + 4, [acc[4], acc[5], acc[6], acc[7]]);
+            }
+        }
+    };
     // Column pass: column `lane`, rows `4 warp ..`.
-    let column_first = filtered + ROWS as u64 * warp * SEPARABLE3D_FILTERED_ROW_WORDS + lane;
+    let column_offset = ROWS as u64 * warp * SEPARABLE3D_FILTERED_ROW_WORDS + lane;
     let x = x0 + lane;
     let first_row = y0 + ROWS as u64 * warp;
     let rows_inside = p.height.saturating_sub(first_row).min(ROWS as u64);
@@ -216,35 +248,23 @@ unsafe fn separable3d<const M: usize>(input: *const f32, output: *mut f32, p: &C
     for s in 0..SEPARABLE3D_BUFFERS - 1 {
         begin(s);
     }
+    // Slice 0's copies are the oldest group of the three in flight.
+    wait_async_copies::<{ SEPARABLE3D_BUFFERS as u32 - 2 }>();
+    sync_threads();
+    begin(SEPARABLE3D_BUFFERS - 1);
+    row_pass(0);
     for s in 0..slices {
-        // Slice `s`'s copies are the oldest group of the three in flight.
+        // Slice `s + 1`'s copies are the oldest group of the three in flight.
         wait_async_copies::<{ SEPARABLE3D_BUFFERS as u32 - 2 }>();
-        // Slice `s`'s buffer is complete, and the last slice's passes are done with the
-        // buffer the next copies overwrite and with the row-filtered rows.
+        // One barrier a slice: slice `s + 1`'s buffer is complete, slice `s`'s row-filtered
+        // rows are written, and the last step is done with slice `s`'s buffer, which the
+        // next copies overwrite, and with the area slice `s + 1`'s rows go to.
         sync_threads();
-        begin(s + SEPARABLE3D_BUFFERS - 1);
-        if segment_row < staged_rows {
-            let staged = buffer_of(s) + segment_row * row_words + segment;
-            let mut acc = [0.0f32; SEGMENT];
-            // SAFETY: words of the staged row (`shift + segment + SEGMENT + M - 1 <=
-            // row_words`), stored before the barrier.
-            let quad = |q: usize| unsafe { SharedTile::load4(staged + 4 * q as u64) };
-            // The window's first element sits `shift` into its word: a constant in each arm.
-            match shift {
-                0 => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 0, quad),
-                1 => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 1, quad),
-                2 => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 2, quad),
-                _ => accumulate_window_after::<SEGMENT, M, 1>(&mut acc, OperandTaps(0), 3, quad),
-            }
-            let at = filtered + segment_row * SEPARABLE3D_FILTERED_ROW_WORDS + segment;
-            // SAFETY: row `segment_row < staged_rows` of the row-filtered rows, words `segment
-            // .. segment + 8 <= 32`: inside the reserved memory, 16-byte aligned.
-            unsafe {
-                SharedTile::store4(at, [acc[0], acc[1], acc[2], acc[3]]);
-                SharedTile::store4(at + 4, [acc[4], acc[5], acc[6], acc[7]]);
-            }
+        begin(s + SEPARABLE3D_BUFFERS);
+        if s + 1 < slices {
+            row_pass(s + 1);
         }
-        sync_threads();
+        let column_first = filtered_of(s) + column_offset;
         let mut values = [0.0f32; ROWS];
         for i in 0..ROWS + M - 1 {
             // SAFETY: row-filtered row `4 warp + i < staged_rows`, word `lane < 32`, stored
