@@ -75,7 +75,9 @@ fn parse_args() -> Result<Args, String> {
         require_gpu: false,
     };
     let mut words = std::env::args().skip(1);
+    let mut flags = cli::Flags::default();
     while let Some(flag) = words.next() {
+        flags.once(&flag)?;
         let mut value = || words.next().ok_or_else(|| format!("{flag} needs a value"));
         let number = |text: String| {
             text.parse::<f32>()
@@ -104,8 +106,21 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
-    if let BoundaryMode::Constant(_) = args.mode {
-        args.mode = BoundaryMode::Constant(args.cval);
+    match args.mode {
+        BoundaryMode::Constant(_) => args.mode = BoundaryMode::Constant(args.cval),
+        _ if flags.has("--cval") => return Err("--cval applies to --mode constant only".into()),
+        _ => {}
+    }
+    let conflicts = [
+        ("--truncate", "--radius", "give one of them"),
+        ("--cpu", "--require-gpu", "they contradict each other"),
+        ("--cpu", "--kernel", "--kernel picks a GPU design"),
+        ("--cpu", "--tile", "--tile sizes GPU blocks"),
+    ];
+    for (a, b, why) in conflicts {
+        if flags.has(a) && flags.has(b) {
+            return Err(format!("{a} and {b} together: {why}"));
+        }
     }
     if let Some(radius) = args.radius {
         // SciPy's radius = int(truncate * sigma + 0.5); this truncate gives exactly `radius`.

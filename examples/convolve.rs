@@ -54,7 +54,9 @@ fn parse_args() -> Result<Args, String> {
     let (mut mode, mut cval, mut origin) = (BoundaryMode::Reflect, 0.0f32, 0isize);
     let (mut correlate, mut cpu, mut output_dtype, mut axis) = (false, false, None, None);
     let mut words = std::env::args().skip(1);
+    let mut flags = cli::Flags::default();
     while let Some(flag) = words.next() {
+        flags.once(&flag)?;
         let mut value = || words.next().ok_or_else(|| format!("{flag} needs a value"));
         match flag.as_str() {
             "--input" => input = Some(value()?),
@@ -71,6 +73,7 @@ fn parse_args() -> Result<Args, String> {
             other => return Err(format!("unknown argument `{other}`")),
         }
     }
+    // As `scipy.ndimage`'s `cval`: given with any mode, used by `constant` alone.
     if let BoundaryMode::Constant(_) = mode {
         mode = BoundaryMode::Constant(cval);
     }
@@ -186,6 +189,13 @@ impl Job<'_> {
             format!("input {:?} / mask {:?}: {e}", input.shape(), mask.shape())
         };
         let x = input.view();
+        if self.args.axis.is_some() && mask.ndim() != 1 {
+            return Err(format!(
+                "--axis takes a 1-D mask; {} has {} dimensions",
+                self.args.mask,
+                mask.ndim()
+            ));
+        }
         let result = match (input.ndim(), mask.ndim()) {
             (_, 1) if self.args.axis.is_some() => {
                 let m = mask.view().into_dimensionality::<Ix1>().map_err(shaped)?;

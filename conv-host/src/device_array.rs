@@ -83,7 +83,12 @@ impl Session<'_> {
         let widened = match widen {
             Some(entry_point) => {
                 let mut wide = temporary()?;
-                self.convert(stream, entry_point, (input, &mut wide), elements)?;
+                self.convert(
+                    stream,
+                    entry_point,
+                    (&input.as_view(), &mut wide.as_view_mut()),
+                    elements,
+                )?;
                 Some(wide)
             }
             None => None,
@@ -111,7 +116,12 @@ impl Session<'_> {
             kernel(&source, &mut target)?;
         }
         if let (Some(entry_point), Some(narrow)) = (narrow, &narrowed) {
-            self.convert(stream, entry_point, (narrow, output), elements)?;
+            self.convert(
+                stream,
+                entry_point,
+                (&narrow.as_view(), &mut output.as_view_mut()),
+                elements,
+            )?;
         }
         Ok(())
     }

@@ -9,7 +9,7 @@ use crate::options::BoundaryMode;
 use crate::pinned_array::is_pinned;
 use crate::pipeline::Band;
 use cudarc::driver::sys::{self, CUdeviceptr, CUmemorytype};
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaStream, CudaViewMut, DevicePtr, DevicePtrMut};
 use ndarray::{ArrayBase, Dimension, RawData};
 use std::ffi::c_void;
 
@@ -102,7 +102,7 @@ pub(crate) unsafe fn upload(
     stream: &CudaStream,
     host: PinnedRows,
     (band, rows, mode, constant): (&Band, usize, BoundaryMode, Fill),
-    landing: &mut CudaSlice<u8>,
+    landing: &mut CudaViewMut<'_, u8>,
     pitch: usize,
 ) -> Result<()> {
     let buffer_rows = band.buffer_rows();

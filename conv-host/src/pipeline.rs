@@ -147,6 +147,12 @@ pub(crate) trait BandWork: Sync {
     /// Fills `buffer` (the band's buffer rows, `row_len` elements each) from the input; rows
     /// past the input's ends folded by the boundary mode, or its constant.
     fn pack(&self, band: &Band, buffer: &mut [Self::Input]);
+    /// Whether a band copies the rows its buffer shares with the previous band's on the device
+    /// rather than packing and uploading them again (worth it where halos are many rows of a
+    /// band: the N-D filters' bands of large rows).
+    fn reuses_rows(&self) -> bool {
+        false
+    }
     /// Whether the kernels read `Input` and write `Output` themselves; else they read and
     /// write the `Real` type, and narrower types are converted on the device.
     fn native(&self) -> bool {
@@ -166,12 +172,66 @@ pub(crate) trait BandWork: Sync {
     fn describe(&self, band: &Band) -> String;
 }
 
+/// The rows of band `index` that the previous band's buffer holds too, which the band copies on
+/// the device instead of uploading them again (where the work asks for it and the two bands
+/// are in different slots): buffer rows `0..kept`, the previous buffer's rows `from..`; and
+/// the rows it uploads, as a band of their own.
+#[derive(Clone, Debug)]
+struct Fresh {
+    kept: usize,
+    from: usize,
+    rows: Band,
+}
+
+fn fresh_rows(bands: &[Band], index: usize, reuse: bool) -> Fresh {
+    let band = &bands[index];
+    let (first, end) = (
+        band.first_buffer_row(),
+        band.first_buffer_row() + band.buffer_rows() as i64,
+    );
+    let whole = Fresh {
+        kept: 0,
+        from: 0,
+        rows: band.clone(),
+    };
+    let Some(previous) = index.checked_sub(1).map(|i| &bands[i]).filter(|_| reuse) else {
+        return whole;
+    };
+    let previous_first = previous.first_buffer_row();
+    let previous_end = previous_first + previous.buffer_rows() as i64;
+    if first < previous_first || previous_end <= first {
+        return whole;
+    }
+    let shared_end = previous_end.min(end);
+    Fresh {
+        kept: (shared_end - first) as usize,
+        from: (first - previous_first) as usize,
+        rows: Band {
+            output: shared_end as usize..end as usize,
+            halo: (0, 0),
+        },
+    }
+}
+
+/// Slot `a` to fill and slot `b` to read from (distinct).
+fn slot_pair(slots: &mut [Slot], a: usize, b: usize) -> (&mut Slot, &Slot) {
+    if a < b {
+        let (low, high) = slots.split_at_mut(b);
+        (&mut low[a], &high[0])
+    } else {
+        let (low, high) = slots.split_at_mut(a);
+        (&mut high[0], &low[b])
+    }
+}
+
 impl Session<'_> {
     /// Runs `work` over `bands` of an input of `rows` rows (extended by `constant` under a
     /// `Constant` boundary mode) through `slots`; `unpack(band, rows)`
     /// receives each band's output rows (`band.output.len() * row_len` elements), in band order. A slot's band is
     /// unpacked while the next band packs into the same slot's upload buffer, on the thread pool;
-    /// `in_place` arrays are copied instead of packed or unpacked.
+    /// `in_place` arrays are copied instead of packed or unpacked. Where the work asks for it,
+    /// a band copies the rows its buffer shares with the previous band's on the device and
+    /// packs and uploads only the others.
     ///
     /// # Errors
     /// Driver errors and kernel faults (recorded as the device's fault when sticky). Every slot's
@@ -186,6 +246,7 @@ impl Session<'_> {
         (in_place, times): (InPlace, &mut HostTimes),
     ) -> Result<()> {
         let count = slots.len().max(1);
+        let reuse = work.reuses_rows() && count > 1;
         // A page-locked array's band is copied in place: nothing to pack, unpack or evict.
         let mut unpack = |band: &Band, rows: &[W::Output]| {
             if in_place.output.is_none() {
@@ -202,9 +263,10 @@ impl Session<'_> {
         times.bands = bands.len();
         let mut timings = Vec::with_capacity(bands.len());
         let result = (|| {
-            for (i, band) in bands.iter().enumerate() {
+            for i in 0..bands.len() {
+                let fresh = fresh_rows(bands, i, reuse);
+                let elements = fresh.rows.buffer_rows() * row_len;
                 let slot = &mut slots[i % count];
-                let elements = band.buffer_rows() * row_len;
                 if i >= count {
                     let done = &bands[i - count];
                     let waited = Instant::now();
@@ -214,15 +276,27 @@ impl Session<'_> {
                     let (upload, download) = (&mut slot.upload, &slot.download);
                     let kept = &download.as_slice::<W::Output>()[..done.output.len() * row_len];
                     let packed = &mut upload.as_mut_slice::<W::Input>()[..elements];
-                    rayon::join(|| pack(band, packed), || unpack(done, kept));
+                    rayon::join(|| pack(&fresh.rows, packed), || unpack(done, kept));
                     times.pack_unpack_ms += ms_since(started);
                 } else {
                     let started = Instant::now();
                     let packed = &mut slot.upload.as_mut_slice::<W::Input>()[..elements];
-                    pack(band, packed);
+                    pack(&fresh.rows, packed);
                     times.first_pack_ms += ms_since(started);
                 }
-                timings.push(self.submit(slot, (band, rows, constant), row_len, work, in_place)?);
+                let (slot, previous) = match fresh.kept {
+                    0 => (&mut slots[i % count], None),
+                    _ => {
+                        let (slot, previous) = slot_pair(slots, i % count, (i - 1) % count);
+                        (slot, Some(previous))
+                    }
+                };
+                let band = (&bands[i], &fresh, rows, constant);
+                let (timing, read) = self.submit(slot, previous, band, row_len, work, in_place)?;
+                timings.push(timing);
+                if read.is_some() {
+                    slots[(i - 1) % count].input_read = read;
+                }
             }
             let first = bands.len().saturating_sub(count);
             for (i, done) in bands.iter().enumerate().skip(first) {
@@ -239,7 +313,9 @@ impl Session<'_> {
             self.add_kernel_times(&timings)
         })();
         if result.is_err() {
-            // Nothing may still read or write a slot's buffers when the slots go back.
+            // Nothing may still read or write a slot's buffers when the slots go back (work
+            // that runs its kernels on the engine's stream included).
+            let _ = self.stream().synchronize();
             for slot in slots.iter() {
                 let _ = slot.stream.synchronize();
             }
@@ -247,51 +323,74 @@ impl Session<'_> {
         result
     }
 
-    /// Enqueues the upload of `band` (packed in `slot`'s upload buffer), its conversion to the
-    /// kernels' type where the input is narrower, its kernels between two timing events
-    /// (returned), the output's conversion to its type where narrower, and the download of the
-    /// rows it keeps.
-    fn submit<W: BandWork>(
+    /// Enqueues on `slot` the band's input: the rows it shares with the `previous` slot's band
+    /// copied from there, the others uploaded (packed in `slot`'s upload buffer, or from a
+    /// page-locked input in place) and converted to the kernels' type where the input is
+    /// narrower.
+    fn enqueue_input<W: BandWork>(
         &self,
-        slot: &mut Slot,
-        (band, rows, constant): (&Band, usize, Option<f32>),
+        (slot, previous): (&mut Slot, Option<&Slot>),
+        (band, fresh, rows, constant): (&Band, &Fresh, usize, Option<f32>),
         row_len: usize,
         work: &W,
         in_place: InPlace,
-    ) -> Result<(CudaEvent, CudaEvent)> {
-        let elements = band.buffer_rows() * row_len;
-        let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
-        let input_bytes = elements * size_of::<W::Input>();
-        let real_bytes = elements * size_of::<<W::Input as Element>::Real>();
-        let (widen, narrow) = if work.native() {
-            (None, None)
+    ) -> Result<()> {
+        let stream = slot.stream.clone();
+        let input_size = size_of::<W::Input>();
+        let widen = (!work.native()).then(widening::<W::Input>).flatten();
+        // Bytes of an element in `slot.input`: the kernels read `W::Input` natively, else `Real`.
+        let kernel_size = if widen.is_some() {
+            size_of::<<W::Input as Element>::Real>()
         } else {
-            (widening::<W::Input>(), narrowing::<W::Output>())
+            input_size
         };
-        let stream = &slot.stream;
-        // The slot's stream was synchronised since its buffers were last used, so nothing
-        // reads or writes them; the copies below are the next users, in stream order.
+        // This slot's buffers were last read by the next band of the previous round.
+        if let Some(read) = slot.input_read.take() {
+            stream.wait(&read).context(|| work.describe(band))?;
+        }
+        if let Some(previous) = previous {
+            // Recorded when the previous band was enqueued, just before this one.
+            if let Some(ready) = &previous.input_ready {
+                stream.wait(ready).context(|| work.describe(band))?;
+            }
+            let bytes = fresh.kept * row_len * kernel_size;
+            let from = fresh.from * row_len * kernel_size;
+            stream
+                .memcpy_dtod(
+                    &previous.input.slice(from..from + bytes),
+                    &mut slot.input.slice_mut(..bytes),
+                )
+                .context(|| format!("copying the shared rows of {}", work.describe(band)))?;
+        }
+        let offset = fresh.kept * row_len;
+        let elements = fresh.rows.buffer_rows() * row_len;
         let landing = match (widen, slot.scratch.as_mut()) {
             (Some(_), Some(scratch)) => scratch,
             _ => &mut slot.input,
         };
+        let mut landing = landing.slice_mut(offset * input_size..(offset + elements) * input_size);
         match in_place.input {
+            // Every row of the band's buffer was copied from the previous band's.
+            _ if elements == 0 => {}
             // SAFETY: the call's input array, page-locked, borrowed until the call returns,
-            // after every slot's stream is synchronised; `landing` holds the band's buffer rows.
+            // after every slot's stream is synchronised; `landing` holds the fresh rows.
             Some(host) => unsafe {
-                let pitch = row_len * size_of::<W::Input>();
-                let rows = (band, rows, in_place.mode, in_place.constant);
-                pinned_rows::upload(stream, host, rows, landing, pitch)?
+                let pitch = row_len * input_size;
+                let rows = (&fresh.rows, rows, in_place.mode, in_place.constant);
+                pinned_rows::upload(&stream, host, rows, &mut landing, pitch)?
             },
             None => stream
                 .memcpy_htod(
-                    &slot.upload.as_slice::<u8>()[..input_bytes],
-                    &mut landing.slice_mut(..input_bytes),
+                    &slot.upload.as_slice::<u8>()[..elements * input_size],
+                    &mut landing,
                 )
                 .context(|| format!("uploading {}", work.describe(band)))?,
         }
-        if let (Some(widen), Some(scratch)) = (widen, slot.scratch.as_ref()) {
-            self.convert(stream, widen, (scratch, &mut slot.input), elements)?;
+        if let (Some(widen), Some(scratch), true) = (widen, slot.scratch.as_ref(), elements > 0) {
+            let (from, to) = (offset * input_size, offset * kernel_size);
+            let source = scratch.slice(from..from + elements * input_size);
+            let mut target = slot.input.slice_mut(to..to + elements * kernel_size);
+            self.convert(&stream, widen, (&source, &mut target), elements)?;
             // An input converted on the device gets its rows past the input's ends set to the
             // constant after the conversion: the input's type may not hold it (-1.5 in `u8`).
             if let Some(constant) = constant {
@@ -301,10 +400,45 @@ impl Session<'_> {
                 let after = after.min(band.buffer_rows() - before);
                 for ghost in [0..before, band.buffer_rows() - after..band.buffer_rows()] {
                     let range = ghost.start * row_len * 4..ghost.end * row_len * 4;
-                    self.fill_f32(stream, &mut slot.input, range, constant)?;
+                    self.fill_f32(&stream, &mut slot.input, range, constant)?;
                 }
             }
         }
+        slot.input_ready = Some(stream.record_event(None).context(|| work.describe(band))?);
+        Ok(())
+    }
+
+    /// Enqueues band `band` on `slot`: its input ([`Session::enqueue_input`]), its kernels
+    /// between two timing events (returned), the output's conversion to its type where
+    /// narrower, and the download of the rows it keeps. Returns the timing events and, where
+    /// the band copied rows from the `previous` slot, an event after that copy, which that
+    /// slot's next upload waits for.
+    fn submit<W: BandWork>(
+        &self,
+        slot: &mut Slot,
+        previous: Option<&Slot>,
+        (band, fresh, rows, constant): (&Band, &Fresh, usize, Option<f32>),
+        row_len: usize,
+        work: &W,
+        in_place: InPlace,
+    ) -> Result<((CudaEvent, CudaEvent), Option<CudaEvent>)> {
+        let elements = band.buffer_rows() * row_len;
+        let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
+        let real_bytes = elements * size_of::<<W::Input as Element>::Real>();
+        let narrow = (!work.native()).then(narrowing::<W::Output>).flatten();
+        // The slot's stream was synchronised since its buffers were last used, so nothing
+        // reads or writes them; the copies below are the next users, in stream order.
+        let shared = (band, fresh, rows, constant);
+        self.enqueue_input((slot, previous), shared, row_len, work, in_place)?;
+        let read = match previous {
+            Some(_) => Some(
+                slot.stream
+                    .record_event(None)
+                    .context(|| work.describe(band))?,
+            ),
+            None => None,
+        };
+        let stream = &slot.stream;
         self.poison(stream, &mut slot.output, real_bytes)?;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let describe = || format!("timing {}", work.describe(band));
@@ -319,7 +453,13 @@ impl Session<'_> {
         let output_size = size_of::<W::Output>();
         let leaving = match (narrow, slot.scratch.as_mut()) {
             (Some(narrow), Some(scratch)) => {
-                self.convert(stream, narrow, (&slot.output, scratch), elements)?;
+                let source = slot.output.slice(..real_bytes);
+                self.convert(
+                    stream,
+                    narrow,
+                    (&source, &mut scratch.as_view_mut()),
+                    elements,
+                )?;
                 &*scratch
             }
             _ => &slot.output,
@@ -339,7 +479,7 @@ impl Session<'_> {
                 )
                 .context(|| format!("downloading {}", work.describe(band)))?,
         }
-        Ok((start, end))
+        Ok(((start, end), read))
     }
 
     /// Sets the bytes `range` of `buffer` to the `f32` value `value`, in `stream`'s order.
@@ -375,7 +515,7 @@ impl Session<'_> {
         &self,
         stream: &Arc<CudaStream>,
         entry_point: &'static str,
-        (from, to): (&CudaSlice<A>, &mut CudaSlice<B>),
+        (from, to): (&CudaView<'_, A>, &mut CudaViewMut<'_, B>),
         elements: usize,
     ) -> Result<()> {
         const THREADS: u32 = 256;
@@ -399,19 +539,22 @@ impl Session<'_> {
     }
 }
 
-/// One host call as the pipeline sees it: the plan and taps of its kernel, and its input as
+/// One host call as the pipeline sees it: the plan and taps of its kernel (none where the work
+/// places its own masks, as the N-D filters' passes do), and its input as
 /// `rows` rows of `row_len` elements (a signal: rows of one element) with a mask reaching
 /// `halo` rows before and after an output row, of which the call computes the rows `part`;
 /// `constant` is the boundary mode's constant, for `Constant`.
 pub(crate) struct HostCall<'a, R> {
-    pub(crate) plan: &'a LaunchPlan,
+    pub(crate) mask: Option<(&'a LaunchPlan, &'a [R])>,
     pub(crate) constant: Option<f32>,
-    pub(crate) taps: &'a [R],
     pub(crate) rows: usize,
     pub(crate) part: Range<usize>,
     pub(crate) row_len: usize,
     pub(crate) halo: (usize, usize),
     pub(crate) in_place: InPlace,
+    /// Device buffers of a band's size in the `Real` type that the work allocates besides the
+    /// slots' (the N-D filters' temporaries), counted against the budget.
+    pub(crate) work_buffers: usize,
 }
 
 impl Engine {
@@ -431,15 +574,21 @@ impl Engine {
     ) -> Result<()> {
         let started = Instant::now();
         let mut session = self.session()?;
-        let device_mask = session.place_mask(call.plan, call.taps)?;
-        let mask_bytes = device_mask.as_ref().map_or(0, |_| size_of_val(call.taps));
+        let device_mask = match call.mask {
+            Some((plan, taps)) => session.place_mask(plan, taps)?,
+            None => None,
+        };
+        let mask_bytes = match (&device_mask, call.mask) {
+            (Some(_), Some((_, taps))) => size_of_val(taps),
+            _ => 0,
+        };
         let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
         let work = work(device_mask);
         // Input and output in the kernels' type, and a conversion buffer where either is
         // narrower and converted.
         let converts = !work.native()
             && (widening::<W::Input>().is_some() || narrowing::<W::Output>().is_some());
-        let buffers = 2 + usize::from(converts);
+        let buffers = 2 + usize::from(converts) + call.work_buffers;
         let (mut bands, slots, elements) = plan_bands(
             call.part.len(),
             call.row_len,
@@ -516,6 +665,33 @@ mod tests {
         assert_eq!((bands.len(), slots, bands[0].halo), (1, 1, (0, 0)));
         let (bands, _, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4), false).unwrap();
         assert_eq!((bands.len(), bands[0].halo), (1, (2, 2)));
+        // Bands that copy the rows they share with the previous one upload every buffer row
+        // once: kept rows come from the previous buffer's matching rows.
+        let (bands, _, _) = plan_bands(100, 64, (7, 5), 3 * 8 * 64 * 30, (8, 4), true).unwrap();
+        assert!(bands.len() > 3);
+        let mut uploaded = Vec::new();
+        for i in 0..bands.len() {
+            let fresh = fresh_rows(&bands, i, true);
+            let (band, rows) = (&bands[i], &fresh.rows);
+            assert_eq!(
+                fresh.kept + rows.buffer_rows(),
+                band.buffer_rows(),
+                "{band:?}"
+            );
+            assert_eq!(
+                rows.first_buffer_row(),
+                band.first_buffer_row() + fresh.kept as i64
+            );
+            if i > 0 && fresh.kept > 0 {
+                let previous = bands[i - 1].first_buffer_row();
+                assert_eq!(previous + fresh.from as i64, band.first_buffer_row());
+            }
+            uploaded.extend(
+                rows.first_buffer_row()..rows.first_buffer_row() + rows.buffer_rows() as i64,
+            );
+            assert_eq!(fresh_rows(&bands, i, false).kept, 0);
+        }
+        assert_eq!(uploaded, (-7..105).collect::<Vec<_>>());
         // Not even one row and its halo: out of memory.
         assert!(matches!(
             plan_bands(100, 1000, (10, 10), 1000, (8, 4), true),

@@ -7,7 +7,7 @@
 use crate::error::{ConvError, DriverContext, Result};
 use crate::pinned::PinnedBuffer;
 use cudarc::driver::sys::CUresult;
-use cudarc::driver::{CudaContext, CudaSlice, CudaStream, DriverError};
+use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 use std::sync::Arc;
 
 /// Sizes of a pipeline slot's buffers, in bytes: `host` for the page-locked buffers and the
@@ -42,6 +42,12 @@ impl SlotBytes {
 /// pipeline writes `upload` and reads `download` on the host only between those times.
 pub(crate) struct Slot {
     pub(crate) stream: Arc<CudaStream>,
+    /// Recorded on `stream` once the band's `input` holds its rows (uploaded and converted):
+    /// the next band, which copies the rows the two share from there, waits for it.
+    pub(crate) input_ready: Option<CudaEvent>,
+    /// Recorded on the next band's stream once it has copied those rows: this slot's next
+    /// upload waits for it before overwriting them.
+    pub(crate) input_read: Option<CudaEvent>,
     pub(crate) upload: PinnedBuffer,
     pub(crate) download: PinnedBuffer,
     pub(crate) input: CudaSlice<u8>,
@@ -73,6 +79,8 @@ impl Slot {
             output,
             scratch,
             stream,
+            input_ready: None,
+            input_read: None,
         })
     }
 

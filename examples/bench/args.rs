@@ -45,7 +45,7 @@ impl Plan {
 
 /// What the command line asks for.
 pub(crate) enum Command {
-    /// Measure `plan`'s cases; `only` (`1d` or `2d`) keeps one dimension.
+    /// Measure `plan`'s cases; `only` (`1d` or `2d`; with `--host`, `2d` or `nd`) keeps some.
     Run { plan: Plan, only: Option<String> },
     /// Draw the plots of the CSV file `csv` into `dir`, measuring nothing (`--plot-only`).
     PlotOnly { csv: PathBuf, dir: PathBuf },
@@ -73,7 +73,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             "--nd" => plan.nd = true,
             "--types" => plan.types = true,
             "--out" => plan.out_dir = PathBuf::from(args.next().ok_or("--out needs a directory")?),
-            "--only" => only = Some(args.next().ok_or("--only needs 1d or 2d")?),
+            "--only" => only = Some(args.next().ok_or("--only needs 1d, 2d or nd")?),
             "--plot-only" => {
                 let csv = PathBuf::from(args.next().ok_or("--plot-only needs a CSV file")?);
                 let dir = csv.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -82,7 +82,7 @@ pub(crate) fn parse(mut args: impl Iterator<Item = String>) -> Result<Command, S
             other => {
                 return Err(format!(
                     "unknown argument `{other}` (--quick, --targets, --auto, --host, --multi, --nd, --types, --out DIR, \
-                     --only 1d|2d, --plot-only CSV)"
+                     --only 1d|2d|nd, --plot-only CSV)"
                 ));
             }
         }

@@ -118,7 +118,7 @@ fn cases() -> Vec<HostCase> {
 }
 
 /// `len` values uniform in [-1, 1), drawn in parallel (one generator per block of the seed's).
-fn random_parallel(seed: u64, len: usize) -> Vec<f32> {
+pub(crate) fn random_parallel(seed: u64, len: usize) -> Vec<f32> {
     const BLOCK: usize = 1 << 20;
     let mut values = vec![0.0f32; len];
     values
@@ -134,7 +134,11 @@ fn random_parallel(seed: u64, len: usize) -> Vec<f32> {
 }
 
 /// Median transfer floor, in ms, of uploading `upload` and downloading `download` floats.
-fn floor_ms(engine: &Engine, upload: usize, download: usize) -> Result<(f64, f64, f64), String> {
+pub(crate) fn floor_ms(
+    engine: &Engine,
+    upload: usize,
+    download: usize,
+) -> Result<(f64, f64, f64), String> {
     let times = engine
         .time_pinned_transfers(upload, download, RUNS)
         .map_err(|e| format!("pinned transfers: {e}"))?;
@@ -170,7 +174,7 @@ fn host_copies_ms(engine: &Engine, case: &HostCase, elements: usize) -> Result<f
 
 /// Runs `call` `WARMUP + RUNS` times, each given the previous call's output; returns the last
 /// output, and the timed calls' wall times and kernel times in ms.
-fn timed<T>(
+pub(crate) fn timed<T>(
     engine: &Engine,
     mut call: impl FnMut(Option<T>) -> conv_host::Result<T>,
 ) -> conv_host::Result<(T, Vec<f32>, Vec<f32>)> {
@@ -189,8 +193,9 @@ fn timed<T>(
 }
 
 impl Bench<'_> {
-    /// Measures every host -> host case and prints a table; returns the rows as CSV lines.
-    pub(crate) fn bench_host(&mut self) -> Result<Vec<String>, String> {
+    /// Measures every host -> host case (`only`: `nd` keeps the N-D and threads cases, `2d`
+    /// the others) and prints a table; returns the rows as CSV lines.
+    pub(crate) fn bench_host(&mut self, only: Option<&str>) -> Result<Vec<String>, String> {
         let mut lines = vec![
             "case,host_ms,floor_ms,ratio,kernel_ms,upload_gbps,download_gbps,max_rel_error,bands,setup_ms,first_pack_ms,pack_unpack_ms,wait_ms,last_unpack_ms,host_copies_ms"
                 .to_string(),
@@ -206,12 +211,19 @@ impl Bench<'_> {
             "down GB/s",
             "copies ms"
         );
-        for case in cases() {
-            let line = self.host_case(&case)?;
-            lines.push(line);
+        if only != Some("nd") {
+            for case in cases() {
+                let line = self.host_case(&case)?;
+                lines.push(line);
+            }
+            self.engine.set_device_memory_limit(None);
         }
-        self.engine.set_device_memory_limit(None);
-        lines.push(self.device_chain()?);
+        if only != Some("2d") {
+            lines.extend(self.bench_nd_host()?);
+        }
+        if only.is_none() {
+            lines.push(self.device_chain()?);
+        }
         Ok(lines)
     }
 

@@ -6,6 +6,7 @@
 //! cargo run --release --example bench -- --targets       # the target cases, fast designs only
 //! cargo run --release --example bench -- --auto          # Auto against every design, small to large
 //! cargo run --release --example bench -- --host          # host -> host calls against the transfer floor
+//! cargo run --release --example bench -- --host --only nd   # its N-D and threads cases alone
 //! cargo run --release --example bench -- --multi         # one host call split over 1 to N GPUs
 //! cargo run --release --example bench -- --nd            # volumes, batches, any axis, filters
 //! cargo run --release --example bench -- --types         # every element type on device arrays
@@ -21,7 +22,8 @@
 //!
 //! Modules: `args` (the command line), `ceilings` (copy roofline and FMA peak), `sweep` (the
 //! sizes, masks and tiles of a full, quick or targets run), `auto` (`--auto`), `host`
-//! (`--host`: host -> host calls against the transfer floor), `multi` (`--multi`), `nd`
+//! (`--host`: host -> host calls against the transfer floor; `nd_host`, its N-D and threads
+//! cases), `multi` (`--multi`), `nd`
 //! (`--nd`), `types` (`--types`), `cases` (one case measured), `timing`, `check` (the output checks), `report` (CSV and summary), `plot`.
 
 mod args;
@@ -32,6 +34,7 @@ mod check;
 mod host;
 mod multi;
 mod nd;
+mod nd_host;
 mod plot;
 mod report;
 mod sweep;
@@ -85,7 +88,7 @@ fn run() -> Result<(), String> {
     };
     let started = Instant::now();
     if bench.plan.host {
-        let lines = bench.bench_host()?;
+        let lines = bench.bench_host(only.as_deref())?;
         let csv = bench.plan.out_dir.join("host.csv");
         let header = format!(
             "# device: {}\n# host -> host medians of {} calls; floor: pinned upload and download overlapped\n",

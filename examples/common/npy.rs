@@ -29,6 +29,16 @@ impl Dtype {
         Self::ALL.iter().find(|d| d.0 == self).map_or("?", |d| d.1)
     }
 
+    /// Bytes of one element.
+    pub fn item_bytes(self) -> usize {
+        match self {
+            Dtype::F64 => 8,
+            Dtype::F32 => 4,
+            Dtype::F16 | Dtype::U16 => 2,
+            Dtype::U8 => 1,
+        }
+    }
+
     /// Parses NumPy's name (`float32`, ...).
     pub fn parse(name: &str) -> Result<Dtype, String> {
         Self::ALL
@@ -101,18 +111,61 @@ fn descr(bytes: &[u8]) -> Option<(String, usize)> {
     ))
 }
 
+/// The header's shape and the length of its data, checked against the file: a shape whose
+/// elements overflow, or need more bytes than the file holds past its header, is refused before
+/// anything is allocated for it.
+fn check_size(bytes: &[u8], item_bytes: usize) -> Result<(), String> {
+    let (header_len, data_start): (usize, usize) = match bytes.get(6) {
+        Some(1) if bytes.len() >= 10 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        Some(2 | 3) if bytes.len() >= 12 => {
+            let len = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]);
+            (len as usize, 12)
+        }
+        _ => return Err("unknown .npy format version".into()),
+    };
+    let header = bytes
+        .get(data_start..data_start.saturating_add(header_len))
+        .ok_or("header longer than the file")?;
+    let header = String::from_utf8_lossy(header);
+    let shape = header
+        .split("'shape':")
+        .nth(1)
+        .and_then(|rest| rest.split_once('(')?.1.split_once(')'))
+        .map(|(inside, _)| inside)
+        .ok_or("header without a shape")?;
+    let mut elements: usize = 1;
+    for extent in shape.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let extent: usize = extent
+            .trim_end_matches('L')
+            .parse()
+            .map_err(|_| format!("shape extent `{extent}` is not a size"))?;
+        elements = elements
+            .checked_mul(extent)
+            .ok_or_else(|| format!("shape ({shape}) has more elements than memory can hold"))?;
+    }
+    let needed = elements.checked_mul(item_bytes).unwrap_or(usize::MAX);
+    let held = bytes.len() - data_start - header_len;
+    if needed > held {
+        return Err(format!(
+            "shape ({shape}) needs {needed} bytes of data, the file holds {held}"
+        ));
+    }
+    Ok(())
+}
+
 /// Reads `path`, of one of the dtypes the library filters.
 ///
 /// # Errors
 /// A one-line message naming the file and what it holds: unreadable, not `.npy`, another
 /// dtype (complex, bool, object, other integers, big-endian), a Fortran-order or malformed
-/// array.
+/// array, a shape the file's data does not cover.
 pub fn read(path: &str) -> Result<Npy, String> {
     let mut bytes = std::fs::read(path).map_err(|e| format!("{path}: {e}"))?;
     let (descr, at) = descr(&bytes).ok_or_else(|| format!("{path}: not a .npy file"))?;
     let dtype = Dtype::ALL.iter().find(|d| d.2 == descr.as_str()).map(|d| d.0).ok_or_else(|| {
         format!("{path}: holds dtype '{descr}'; convolve reads float64, float32, float16, uint8 and uint16")
     })?;
+    check_size(&bytes, dtype.item_bytes()).map_err(|e| format!("{path}: {e}"))?;
     let bad = |e: ndarray_npy::ReadNpyError| format!("{path}: {e}");
     Ok(match dtype {
         Dtype::F64 => Npy::F64(ArrayD::read_npy(&bytes[..]).map_err(bad)?),

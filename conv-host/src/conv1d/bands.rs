@@ -124,13 +124,13 @@ impl Engine {
             return Err(ConvError::TooLarge { len });
         }
         let call = HostCall {
-            plan: launch.plan,
+            mask: Some((launch.plan, &taps.values)),
             constant: launch.mode.constant(),
-            taps: &taps.values,
             rows: len,
             part: part.clone(),
             row_len: 1,
             halo: (taps.left, taps.values.len() - 1 - taps.left),
+            work_buffers: 0,
             in_place: InPlace::new::<I>(
                 (
                     PinnedRows::of(&input, 0),

@@ -164,10 +164,10 @@ impl Engine {
         let native = native_plan::<I, O>(launch.plan, &self.info).filter(|_| constant_fits);
         let call = HostCall {
             // The mask goes to the constant memory of the kernel that runs.
-            plan: native.as_ref().unwrap_or(launch.plan),
+            mask: Some((native.as_ref().unwrap_or(launch.plan), &mask.values)),
             constant: launch.mode.constant(),
-            taps: &mask.values,
             rows: shape.height,
+            work_buffers: 0,
             in_place: InPlace::new::<I>(
                 (
                     PinnedRows::of(&image, 0),

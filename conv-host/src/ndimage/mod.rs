@@ -20,12 +20,15 @@
 //! # Ok::<(), conv_host::ConvError>(())
 //! ```
 //!
-//! The whole input moves to the GPU and back in one piece: these operations need its bytes,
-//! the output's and up to three `Real` copies in device memory ([`crate::ConvError::OutOfMemory`]
-//! otherwise). Intermediate passes keep the input's `Real` type (`f32`, or `f64` for `f64`
-//! data), where SciPy rounds each pass to the output's type; integer outputs are rounded and
-//! saturated once, at the end.
+//! Host arrays run through the engine's pipeline in bands of their first axis, each with the
+//! halo the filter reaches along it, so arrays larger than the device's memory (or the engine's
+//! cap) run too; filters whose passes along the first axis differ in mode run on the whole
+//! array, which then needs its bytes, the output's and up to three `Real` copies in device
+//! memory ([`crate::ConvError::OutOfMemory`] otherwise). Intermediate passes keep the input's
+//! `Real` type (`f32`, or `f64` for `f64` data), where SciPy rounds each pass to the output's
+//! type; integer outputs are rounded and saturated once, at the end.
 
+mod bands;
 mod dense;
 mod device;
 mod filters;
@@ -36,8 +39,8 @@ use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::try_filled;
 use crate::options::{BoundaryMode, Clamp};
+use bands::NdWork;
 use dense::Dense;
-use filters::Filter;
 use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix1, Ix2};
 
 /// A parameter given once for every axis or once per axis, as SciPy's scalar-or-sequence
@@ -301,25 +304,6 @@ impl Ndimage<'_> {
 
     weighted_operations!(engine_methods);
 
-    /// Runs a separable filter on the GPU.
-    fn separable<S, O, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        filter: &Filter,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: Dimension,
-    {
-        let shape = input.shape();
-        self.engine
-            .on_device(input, output, |session, source, target| {
-                session.enqueue_filter::<<S::Elem as Element>::Real>(shape, filter, source, target)
-            })
-    }
-
     /// Runs a planned correlation with a mask on the GPU.
     fn dense<S, O, D>(
         &self,
@@ -333,7 +317,9 @@ impl Ndimage<'_> {
         D: Dimension,
     {
         match plan {
-            Dense::Line(filter) => self.separable(input, &filter, output),
+            Dense::Line(filter) => self
+                .engine
+                .filter_nd(input, NdWork::Filter(&filter), output),
             Dense::Plane {
                 mask,
                 options,
@@ -352,17 +338,15 @@ impl Ndimage<'_> {
                 mask,
                 mode,
                 clamp,
-            } => self
-                .engine
-                .on_device(input, output, |session, source, target| {
-                    session.enqueue_conv3d::<<S::Elem as Element>::Real>(
-                        shape,
-                        &mask,
-                        (mode, clamp),
-                        source,
-                        target,
-                    )
-                }),
+            } => {
+                let work = NdWork::Volume {
+                    mask: &mask,
+                    mode,
+                    clamp,
+                    channels: shape[3],
+                };
+                self.engine.filter_nd(input, work, output)
+            }
         }
     }
 }
