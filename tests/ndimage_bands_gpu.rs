@@ -19,6 +19,12 @@ fn scale<T: Element>(input: &ArrayD<T>) -> f64 {
     input.iter().fold(1.0f64, |m, v| m.max(v.to_f64().abs()))
 }
 
+/// One filter call from an input view into an output view.
+type Filter<'a, T> = Box<
+    dyn Fn(&ndarray::ArrayViewD<'_, T>, ndarray::ArrayViewMutD<'_, T>) -> conv_host::Result<()>
+        + 'a,
+>;
+
 /// An engine whose host calls may hold `cap` bytes of device memory.
 fn capped(cap: usize) -> Engine {
     let engine = Engine::new().expect("GPU tests need a CUDA GPU");
@@ -66,10 +72,7 @@ fn filters<T: Random>(rng: &mut StdRng, engine: &Engine, shape: &[usize], pinned
             "correlate (3^n)",
         ];
         for name in names {
-            let (run, expected): (
-                Box<dyn Fn(&ndarray::ArrayViewD<'_, T>, ndarray::ArrayViewMutD<'_, T>) -> _>,
-                _,
-            ) = match name {
+            let (run, expected): (Filter<'_, T>, _) = match name {
                 "gaussian_filter" => (
                     Box::new(|x: &_, out| nd.gaussian_filter_into(x, sigma, 0, &options, out)),
                     cpu::gaussian_filter(&input, sigma, 0, &options),

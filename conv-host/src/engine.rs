@@ -1,5 +1,5 @@
-//! The CUDA engine: context, stream and the kernels' modules, created once and shared; the
-//! sticky-fault record of each device.
+//! The CUDA engine: context, lanes (a stream, the kernels' modules and the staging each) and
+//! the sticky-fault record of each device.
 
 use crate::device::{DeviceInfo, device_info};
 use crate::error::{ConvError, DriverContext, Result};
@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
-/// A CUDA context on one device, its convolution kernels, and one stream.
+/// A CUDA context on one device, its convolution kernels, and the lanes its calls run on.
 ///
 /// Create it once and reuse it: creation loads the driver and creates the context; each kernel
 /// is JIT-compiled from its PTX the first time an operation launches it (a fraction of a second
@@ -19,19 +19,81 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 /// milliseconds). Every operation takes `&self`.
 ///
 /// # Thread safety
-/// `Engine` is `Send + Sync`. Calls from several threads are safe and are serialised on the
-/// engine's stream: a call holds the engine from its first upload to its last download, so the
-/// constant-memory mask one call uploads is never rewritten while that call's kernel reads it.
-/// For parallel GPU work from several threads, create one engine per thread.
+/// `Engine` is `Send + Sync`. Host calls from several threads run at the same time, each on a
+/// lane of its own (up to one lane per core, at most [`MAX_LANES`]; a call waits for a lane
+/// only when that many run): a lane is a stream, its own load of the kernels' modules, whose
+/// constant-memory masks no other lane rewrites, and its own page-locked and device staging.
+/// Calls on [`DeviceArray`](crate::DeviceArray)s run on the first lane, in the order they are
+/// made, so that chains of them need no synchronisation.
 pub struct Engine {
     pub(crate) info: DeviceInfo,
-    kernels: HashMap<&'static str, OnceLock<LoadedKernel>>,
+    /// The first lane's stream: device arrays are allocated, filled and read on it.
     pub(crate) stream: Arc<CudaStream>,
     pub(crate) context: Arc<CudaContext>,
-    exclusive: Mutex<Staging>,
+    lanes: Box<[OnceLock<Lane>]>,
+    /// The lane a host call that finds every lane busy waits for next.
+    next_lane: AtomicUsize,
     memory_limit: AtomicUsize,
     pub(crate) last_kernel_ms: Mutex<Option<f32>>,
     last_host_times: Mutex<Option<HostTimes>>,
+}
+
+/// Most lanes an engine opens.
+pub const MAX_LANES: usize = 8;
+
+/// One lane of an engine: a stream, the kernels' modules loaded for it (each module's
+/// constant memory is the lane's own), and the staging of the host calls it runs.
+pub(crate) struct Lane {
+    pub(crate) stream: Arc<CudaStream>,
+    kernels: HashMap<&'static str, OnceLock<LoadedKernel>>,
+    staging: Mutex<Staging>,
+}
+
+impl Lane {
+    fn new(stream: Arc<CudaStream>) -> Self {
+        let kernels = crate::kernels::ENTRY_RANGES
+            .iter()
+            .chain(crate::kernels::HOPPER_ENTRY_RANGES)
+            .map(|&(name, _, _)| (name, OnceLock::new()))
+            .collect();
+        Self {
+            stream,
+            kernels,
+            staging: Mutex::new(Staging::default()),
+        }
+    }
+
+    /// The kernel `kernel` of this lane, its module loaded (and JIT-compiled by the driver, or
+    /// taken from its cache) on first use.
+    pub(crate) fn kernel(&self, engine: &Engine, kernel: &'static str) -> Result<&LoadedKernel> {
+        let missing = || ConvError::InvalidLaunch {
+            kernel,
+            reason: "the kernels' PTX has no such entry point".into(),
+        };
+        let slot = self.kernels.get(kernel).ok_or_else(missing)?;
+        if let Some(loaded) = slot.get() {
+            return Ok(loaded);
+        }
+        let source = crate::kernels::module_source(kernel).ok_or_else(missing)?;
+        let module = engine
+            .context
+            .load_module(Ptx::from_src(source))
+            .context(|| format!("loading the PTX module of kernel `{kernel}`"))?;
+        let function = module
+            .load_function(kernel)
+            .context(|| format!("loading kernel `{kernel}`"))?;
+        // Tiled kernels size their shared memory at launch; allow up to the device's opt-in
+        // limit instead of the default 48 KiB.
+        function
+            .set_attribute(
+                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                engine.info.max_shared_memory_per_block as i32,
+            )
+            .context(|| format!("raising the shared-memory limit of `{kernel}`"))?;
+        // A lane runs one call at a time, so no other thread loads the same kernel now; were
+        // one to, the first module stored would serve both.
+        Ok(slot.get_or_init(|| LoadedKernel { module, function }))
+    }
 }
 
 /// A kernel's module, loaded on first use, and the kernel in it.
@@ -89,17 +151,17 @@ impl Engine {
         let stream = context
             .new_stream()
             .context(|| "creating a stream".into())?;
-        let kernels = crate::kernels::ENTRY_RANGES
-            .iter()
-            .chain(crate::kernels::HOPPER_ENTRY_RANGES)
-            .map(|&(name, _, _)| (name, OnceLock::new()))
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
+        let lanes: Box<[OnceLock<Lane>]> = (0..cores.clamp(1, MAX_LANES))
+            .map(|_| OnceLock::new())
             .collect();
+        let _ = lanes[0].set(Lane::new(stream.clone()));
         Ok(Self {
             info,
-            kernels,
             stream,
             context,
-            exclusive: Mutex::new(Staging::default()),
+            lanes,
+            next_lane: AtomicUsize::new(0),
             memory_limit: AtomicUsize::new(usize::MAX),
             last_kernel_ms: Mutex::new(None),
             last_host_times: Mutex::new(None),
@@ -129,60 +191,25 @@ impl Engine {
     }
 
     /// Caps the device memory this engine's host calls may hold at `bytes` (`None`: as much as
-    /// the device has free). Inputs whose buffers do not fit run band by band (rows with their
+    /// the device has free), shared evenly among the lanes open. Inputs whose buffers do not fit run band by band (rows with their
     /// halos in 2D, chunks with halos in 1D); a band always takes at least one output row (or
     /// element) and the mask's halo, so a cap below that is an [`ConvError::OutOfMemory`].
     /// Frees the staging buffers held so far.
     pub fn set_device_memory_limit(&self, bytes: Option<usize>) {
         self.memory_limit
             .store(bytes.unwrap_or(usize::MAX), Ordering::Relaxed);
-        self.exclusive
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .release();
+        for lane in self.lanes.iter().filter_map(OnceLock::get) {
+            lane.staging
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .release();
+        }
     }
 
     /// The cap [`Engine::set_device_memory_limit`] set, if any.
     pub fn device_memory_limit(&self) -> Option<usize> {
         let limit = self.memory_limit.load(Ordering::Relaxed);
         (limit != usize::MAX).then_some(limit)
-    }
-
-    /// The kernel `kernel`, its module loaded (and JIT-compiled by the driver) on first use.
-    pub(crate) fn kernel(&self, kernel: &'static str) -> Result<&LoadedKernel> {
-        let slot = self
-            .kernels
-            .get(kernel)
-            .ok_or_else(|| ConvError::InvalidLaunch {
-                kernel,
-                reason: "the kernels' PTX has no such entry point".into(),
-            })?;
-        if let Some(loaded) = slot.get() {
-            return Ok(loaded);
-        }
-        let source =
-            crate::kernels::module_source(kernel).ok_or_else(|| ConvError::InvalidLaunch {
-                kernel,
-                reason: "the kernels' PTX has no such entry point".into(),
-            })?;
-        let module = self
-            .context
-            .load_module(Ptx::from_src(source))
-            .context(|| format!("loading the PTX module of kernel `{kernel}`"))?;
-        let function = module
-            .load_function(kernel)
-            .context(|| format!("loading kernel `{kernel}`"))?;
-        // Tiled kernels size their shared memory at launch; allow up to the device's opt-in
-        // limit instead of the default 48 KiB.
-        function
-            .set_attribute(
-                CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                self.info.max_shared_memory_per_block as i32,
-            )
-            .context(|| format!("raising the shared-memory limit of `{kernel}`"))?;
-        // Operations hold the engine's lock, so no other thread loads the same kernel now; were
-        // one to, the first module stored would serve both.
-        Ok(slot.get_or_init(|| LoadedKernel { module, function }))
     }
 
     /// GPU time, in milliseconds, of the kernels of the most recent operation on this engine
@@ -233,15 +260,64 @@ impl Engine {
         }
     }
 
-    /// Exclusive use of the engine's stream, constant-memory mask and staging for one call.
-    pub(crate) fn lock_staging(&self) -> Result<MutexGuard<'_, Staging>> {
+    /// Exclusive use of the first lane (device arrays' stream), its constant-memory masks and
+    /// staging for one call.
+    pub(crate) fn lock_staging(&self) -> Result<(&Lane, MutexGuard<'_, Staging>)> {
         self.check_fault()?;
-        // A panic elsewhere while holding the lock leaves no state behind that needs repair.
-        Ok(self
-            .exclusive
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()))
+        let lane = self.lane(0)?;
+        Ok((lane, lock(&lane.staging)))
     }
+
+    /// Exclusive use of a free lane for one host call: the first one idle, else a new one while
+    /// fewer than the engine's most are open, else the next in turn, waited for.
+    pub(crate) fn lock_free_lane(&self) -> Result<(&Lane, MutexGuard<'_, Staging>)> {
+        self.check_fault()?;
+        for index in 0..self.lanes.len() {
+            let lane = self.lane(index)?;
+            match lane.staging.try_lock() {
+                Ok(guard) => return Ok((lane, guard)),
+                // A panic elsewhere while holding the lock leaves no state behind that needs
+                // repair.
+                Err(std::sync::TryLockError::Poisoned(poisoned)) => {
+                    return Ok((lane, poisoned.into_inner()));
+                }
+                Err(std::sync::TryLockError::WouldBlock) => {}
+            }
+        }
+        let index = self.next_lane.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
+        let lane = self.lane(index)?;
+        Ok((lane, lock(&lane.staging)))
+    }
+
+    /// Lanes opened so far: an engine's memory cap is shared among them.
+    pub(crate) fn open_lanes(&self) -> usize {
+        self.lanes
+            .iter()
+            .filter(|lane| lane.get().is_some())
+            .count()
+            .max(1)
+    }
+
+    /// Lane `index`, opened (its stream created) on first use.
+    fn lane(&self, index: usize) -> Result<&Lane> {
+        let slot = &self.lanes[index];
+        if let Some(lane) = slot.get() {
+            return Ok(lane);
+        }
+        let stream = self
+            .context
+            .new_stream()
+            .context(|| "creating a lane's stream".into())?;
+        // Another thread may have opened it meanwhile: the first stored serves both.
+        Ok(slot.get_or_init(|| Lane::new(stream)))
+    }
+}
+
+/// `mutex` locked; a panic elsewhere while holding it leaves no state behind that needs repair.
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl Engine {

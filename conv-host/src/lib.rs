@@ -69,7 +69,7 @@ pub use conv2d::{Conv2dOptions, ImageDim, SEPARABLE_TOLERANCE};
 pub use device::DeviceInfo;
 pub use device_array::{DeviceArray, DeviceDim};
 pub use element::{Element, Real};
-pub use engine::Engine;
+pub use engine::{Engine, MAX_LANES};
 pub use error::{ConvError, Result};
 pub use half::{bf16, f16};
 pub use multi::MultiEngine;

@@ -314,7 +314,7 @@ impl Session<'_> {
         })();
         if result.is_err() {
             // Nothing may still read or write a slot's buffers when the slots go back (work
-            // that runs its kernels on the engine's stream included).
+            // that runs its kernels on the session's stream included).
             let _ = self.stream().synchronize();
             for slot in slots.iter() {
                 let _ = slot.stream.synchronize();
@@ -573,7 +573,7 @@ impl Engine {
         unpack: impl FnMut(&Band, &[W::Output]) + Send,
     ) -> Result<()> {
         let started = Instant::now();
-        let mut session = self.session()?;
+        let mut session = self.host_session()?;
         let device_mask = match call.mask {
             Some((plan, taps)) => session.place_mask(plan, taps)?,
             None => None,
@@ -582,7 +582,10 @@ impl Engine {
             (Some(_), Some((_, taps))) => size_of_val(taps),
             _ => 0,
         };
-        let budget = session.pipeline_budget(self.device_memory_limit(), DEVICE_HEADROOM_BYTES)?;
+        let limit = self
+            .device_memory_limit()
+            .map(|limit| limit / self.open_lanes());
+        let budget = session.pipeline_budget(limit, DEVICE_HEADROOM_BYTES)?;
         let work = work(device_mask);
         // Input and output in the kernels' type, and a conversion buffer where either is
         // narrower and converted.
@@ -608,7 +611,7 @@ impl Engine {
         };
         let mut slots = session.take_slots(slots, bytes, converts)?;
         // The bands run on the slots' streams: after the mask's upload.
-        session.order_after_engine_stream(&slots)?;
+        session.order_after_session_stream(&slots)?;
         let mut times = HostTimes {
             setup_ms: ms_since(started),
             ..HostTimes::default()

@@ -1,10 +1,10 @@
-//! One operation's hold on an engine: uploads, the constant-memory mask, launches and
-//! downloads, all ordered on the engine's stream.
+//! One operation's hold on a lane of an engine: uploads, the constant-memory mask, launches and
+//! downloads, all ordered on the lane's stream.
 
 use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
 use crate::element::{Element, Real};
-use crate::engine::Engine;
+use crate::engine::{Engine, Lane};
 use crate::error::{ConvError, DriverContext, Result};
 use crate::plan::LaunchPlan;
 #[cfg(feature = "bench")]
@@ -31,18 +31,25 @@ pub(crate) struct Buffers {
     pub(crate) tensor_map: Option<CudaSlice<u64>>,
 }
 
-/// One operation's hold on the engine: uploads, the constant mask, launches and downloads,
-/// all ordered on the engine's stream.
+/// One operation's hold on a lane of the engine: uploads, the constant mask, launches and
+/// downloads, all ordered on the lane's stream.
 pub(crate) struct Session<'e> {
     engine: &'e Engine,
+    lane: &'e Lane,
     staging: MutexGuard<'e, Staging>,
     kernel_ms: Cell<Option<f32>>,
 }
 
 impl Engine {
-    /// Exclusive use of the stream, the constant-memory mask and the staging for one call.
+    /// Exclusive use of the first lane (the device arrays' stream), its constant-memory masks
+    /// and its staging for one call.
     pub(crate) fn session(&self) -> Result<Session<'_>> {
         Ok(Session::new(self, self.lock_staging()?))
+    }
+
+    /// Exclusive use of a free lane for one host call (see [`Engine`]'s thread safety).
+    pub(crate) fn host_session(&self) -> Result<Session<'_>> {
+        Ok(Session::new(self, self.lock_free_lane()?))
     }
 
     /// Launches the diagnostic kernel that faults on purpose, to test fault handling.
@@ -65,10 +72,14 @@ impl Engine {
 }
 
 impl<'e> Session<'e> {
-    /// The session of `engine`, whose exclusive lock `guard` holds.
-    pub(crate) fn new(engine: &'e Engine, staging: MutexGuard<'e, Staging>) -> Self {
+    /// The session of `engine` on `lane`, whose staging's lock `staging` holds.
+    pub(crate) fn new(
+        engine: &'e Engine,
+        (lane, staging): (&'e Lane, MutexGuard<'e, Staging>),
+    ) -> Self {
         Self {
             engine,
+            lane,
             staging,
             kernel_ms: Cell::new(None),
         }
@@ -93,7 +104,7 @@ impl Session<'_> {
 
     /// The kernel `kernel`, loaded on first use.
     fn function(&self, kernel: &'static str) -> Result<&CudaFunction> {
-        Ok(&self.engine.kernel(kernel)?.function)
+        Ok(&self.lane.kernel(self.engine, kernel)?.function)
     }
 
     /// Blocks of `plan`'s kernel that run at once on one multiprocessor of this device, with
@@ -117,14 +128,14 @@ impl Session<'_> {
         self.engine.check_free_memory(bytes)
     }
 
-    /// The engine's stream, which this session's operations are ordered on.
+    /// The lane's stream, which this session's operations are ordered on.
     pub(crate) fn stream(&self) -> &Arc<CudaStream> {
-        &self.engine.stream
+        &self.lane.stream
     }
 
     /// Copies `data` to a new device buffer.
     pub(crate) fn upload<T: Element>(&self, data: &[T]) -> Result<CudaSlice<T>> {
-        self.engine
+        self.lane
             .stream
             .clone_htod(data)
             .map_err(|e| memory_error(&self.engine.context, e, size_of_val(data), "upload"))
@@ -134,7 +145,7 @@ impl Session<'_> {
     /// cannot pass for a result.
     #[cfg(feature = "bench")]
     pub(crate) fn alloc_poisoned(&self, len: usize) -> Result<CudaSlice<f32>> {
-        let stream = &self.engine.stream;
+        let stream = &self.lane.stream;
         // SAFETY: the memory is uninitialised until the memset below, which is ordered before
         // any use on the same stream.
         let mut buffer = unsafe { stream.alloc::<f32>(len) }.map_err(|e| {
@@ -171,10 +182,10 @@ impl Session<'_> {
     ) -> Result<()> {
         debug_assert!(size_of_val(taps) <= MASK_CAPACITY * size_of::<f32>());
         let mut symbol = self
-            .engine
-            .kernel(kernel)?
+            .lane
+            .kernel(self.engine, kernel)?
             .module
-            .get_global("MASK", &self.engine.stream)
+            .get_global("MASK", &self.lane.stream)
             .context(|| "finding the constant-memory symbol MASK".into())?;
         // SAFETY: MASK is an 8-byte aligned array of MASK_CAPACITY f32, at least `taps`' bytes.
         let mut view =
@@ -182,7 +193,7 @@ impl Session<'_> {
                 context: format!("MASK holds fewer than {} taps", taps.len()),
                 source: DriverError(CUresult::CUDA_ERROR_INVALID_VALUE),
             })?;
-        self.engine
+        self.lane
             .stream
             .memcpy_htod(taps, &mut view)
             .context(|| "uploading the mask to constant memory".into())
@@ -342,7 +353,7 @@ impl Session<'_> {
                 config.grid_dim, config.block_dim, config.shared_mem_bytes
             )
         };
-        let stream = &self.engine.stream;
+        let stream = &self.lane.stream;
         let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let start = stream.record_event(timing).context(describe)?;
         let mut builder = stream.launch_builder(function);
@@ -430,10 +441,10 @@ impl Session<'_> {
     }
 
     /// Orders the work later enqueued on `slots`' streams after everything enqueued so far on
-    /// the engine's own stream (the mask's upload), without waiting on the host.
-    pub(crate) fn order_after_engine_stream(&self, slots: &[Slot]) -> Result<()> {
+    /// the session's lane stream (the mask's upload), without waiting on the host.
+    pub(crate) fn order_after_session_stream(&self, slots: &[Slot]) -> Result<()> {
         let describe = || "ordering the pipeline after the mask's upload".to_string();
-        let uploaded = self.engine.stream.record_event(None).context(describe)?;
+        let uploaded = self.lane.stream.record_event(None).context(describe)?;
         for slot in slots {
             slot.stream.wait(&uploaded).context(describe)?;
         }
@@ -452,7 +463,7 @@ impl Session<'_> {
         Ok(limit.map_or(available, |limit| limit.min(available)))
     }
 
-    /// Puts `taps` where `plan`'s kernel reads them, on the engine's stream: in the kernel's
+    /// Puts `taps` where `plan`'s kernel reads them, on the session's stream: in the kernel's
     /// constant memory, or in a device buffer, returned, for the global-mask kernels.
     pub(crate) fn place_mask<R: Real>(
         &self,

@@ -143,7 +143,7 @@ fn check_size(bytes: &[u8], item_bytes: usize) -> Result<(), String> {
             .checked_mul(extent)
             .ok_or_else(|| format!("shape ({shape}) has more elements than memory can hold"))?;
     }
-    let needed = elements.checked_mul(item_bytes).unwrap_or(usize::MAX);
+    let needed = elements.saturating_mul(item_bytes);
     let held = bytes.len() - data_start - header_len;
     if needed > held {
         return Err(format!(

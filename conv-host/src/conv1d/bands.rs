@@ -52,7 +52,7 @@ impl<I: Element, O: Element<Real = I::Real>> BandWork for SignalBands<'_, '_, I,
         let len = band.buffer_rows();
         // SAFETY: `input` holds the chunk's `len` elements (uploaded before, in stream order)
         // and `output` as many, distinct 16-byte aligned allocations; the mask is in MASK or in
-        // `device_mask`, written on the engine's stream, which the slots' streams wait for.
+        // `device_mask`, written on the session's stream, which the slots' streams wait for.
         unsafe {
             enqueue1d(
                 session,

@@ -86,7 +86,7 @@ where
         let map = input_map(session, stream, (plan, self.mask), shape, input)?;
         // SAFETY: `input` holds the band's buffer rows (uploaded before, in stream order) and
         // `output` as many, `shape.height * pitch` elements or more, distinct buffers; the mask
-        // is in MASK or in `device_mask`, written on the engine's stream, which the slots'
+        // is in MASK or in `device_mask`, written on the session's stream, which the slots'
         // streams wait for; `map` describes `input`.
         unsafe {
             enqueue2d(

@@ -292,7 +292,7 @@ pub(super) unsafe fn enqueue2d<R: DeviceRepr>(
 }
 
 impl Session<'_> {
-    /// Enqueues on the engine's stream the correlation of each of `rows` contiguous rows of
+    /// Enqueues on the session's stream the correlation of each of `rows` contiguous rows of
     /// `len` `f32`, on its own, with `taps` (`left` of them before the output position), ghost
     /// cells by `mode`, clamped to `clamp`: the wide register-tiled kernel with a mask one row
     /// high, from `input` into `output` (both of `rows * len` `f32`). The N-D passes along a
@@ -326,7 +326,7 @@ impl Session<'_> {
         self.enqueue_planned(&plan, (1, shape), &mask, (mode, clamp), input, output)
     }
 
-    /// Enqueues on the engine's stream the correlation of each of the `images` of `height`
+    /// Enqueues on the session's stream the correlation of each of the `images` of `height`
     /// rows of `width` pixels of `channels` (`f32`, rows without padding, one image after the
     /// other), on its own, with the square `mask`: the streaming register-tiled kernel, one
     /// grid plane per image, from `input` into `output`. A batch `N x H x W (x C)` with a mask
@@ -360,7 +360,7 @@ impl Session<'_> {
         self.enqueue_planned(&plan, (images, shape), mask, (mode, clamp), input, output)
     }
 
-    /// Enqueues on the engine's stream the correlation of each of the `images` of `height x
+    /// Enqueues on the session's stream the correlation of each of the `images` of `height x
     /// width` (`f32`, rows without padding, one image after the other), on its own, with the
     /// rank-1 square mask `column x row` (taps in correlation order, `top` and `left` of them
     /// before the output position): the wide separable kernel, both passes fused, one grid
@@ -400,7 +400,7 @@ impl Session<'_> {
         self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
     }
 
-    /// Enqueues on the engine's stream two rank-1 terms of each of the `images` of `height x
+    /// Enqueues on the session's stream two rank-1 terms of each of the `images` of `height x
     /// width` (`f32`, rows without padding, one image after the other), `column x row` for
     /// each of `terms` (square, as many taps in all four factors, `top` and `left` of them
     /// before the output position), combined by `combination` (`TERMS_SUM` or
@@ -446,7 +446,7 @@ impl Session<'_> {
         self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
     }
 
-    /// Enqueues on the engine's stream the correlation of each of the `images` of `height x
+    /// Enqueues on the session's stream the correlation of each of the `images` of `height x
     /// width` (`f32`, rows without padding, one image after the other), on its own, with
     /// `taps` along `along` (`before` of them before the output position): one pass of the
     /// wide separable design alone, one grid plane per image, from `input` into `output`. The

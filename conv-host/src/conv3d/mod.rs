@@ -92,7 +92,7 @@ fn entry_point<R: Real>(dims: [u64; 3], channels: u64, major: i32) -> (&'static 
 
 impl Session<'_> {
     /// Enqueues the correlation of the volume of `shape` (at least one element) with `mask` on
-    /// the engine's stream, from `input` into `output` (each holding the volume's elements of
+    /// the session's stream, from `input` into `output` (each holding the volume's elements of
     /// `R`, as bytes), clamped to `clamp`. Masks of a compiled shape run from constant memory;
     /// others deeper than `CONV3D_RING` slices run as one launch per `CONV3D_RING` slices, each
     /// adding its share to the output.

@@ -112,9 +112,9 @@ where
         shape[0] = band.buffer_rows();
         let bytes = shape.iter().product::<usize>() * size_of::<I::Real>();
         let (input, mut output) = (input.slice(..bytes), output.slice_mut(..bytes));
-        // The kernels run on the engine's stream, one band after another: the passes place
-        // their taps in constant memory, which one module shares among streams. The slot's
-        // stream hands the uploaded band over and takes the result back by events.
+        // The kernels run on the session's stream, one band after another: the passes place
+        // their taps in constant memory, which the lane's modules share among its streams. The
+        // slot's stream hands the uploaded band over and takes the result back by events.
         let describe = || self.describe(band);
         let engine_stream = session.stream();
         engine_stream
