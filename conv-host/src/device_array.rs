@@ -41,7 +41,7 @@ fn copy_bands<T: Element>(
         (0, 0),
         COPY_BAND_BYTES * 2 * 3,
         (2 * bytes, bytes),
-        true,
+        (true, false),
     )
 }
 

@@ -63,7 +63,9 @@ pub(crate) const PIPELINE_SLOTS: usize = 3;
 /// always takes its halo rows.
 /// `budget` is the device memory the call may hold (every device buffer of every slot), each
 /// element taking `device_bytes` bytes across a slot's device buffers and `input_bytes` in the
-/// upload.
+/// upload. Bands whose work `shares_rows` (copies its halo rows from the previous band's
+/// buffer) take half of `TARGET_BAND_BYTES` in output rows, others all of it in output and halo
+/// rows together.
 ///
 /// # Errors
 /// [`ConvError::OutOfMemory`] when not even one output row and its halo fit the budget.
@@ -73,7 +75,7 @@ pub(crate) fn plan_bands(
     halo: (usize, usize),
     budget: usize,
     (device_bytes, input_bytes): (usize, usize),
-    whole: bool,
+    (whole, shares_rows): (bool, bool),
 ) -> Result<(Vec<Band>, usize, usize)> {
     let row_bytes = row_len.max(1).saturating_mul(device_bytes);
     let rows_in = |slots: usize| budget / slots / row_bytes;
@@ -91,7 +93,14 @@ pub(crate) fn plan_bands(
         if fit == 0 {
             continue;
         }
-        let band_rows = fit.min(target_rows.saturating_sub(halo_rows).max(1));
+        // Bands that share rows upload only their own: half the target keeps enough bands
+        // in flight (PERFORMANCE.md, N-D host calls).
+        let target = if shares_rows {
+            (target_rows / 2).max(1)
+        } else {
+            target_rows.saturating_sub(halo_rows).max(1)
+        };
+        let band_rows = fit.min(target);
         let bands: Vec<Band> = (0..rows)
             .step_by(band_rows)
             .map(|start| Band {
@@ -585,30 +594,40 @@ impl Engine {
         let limit = self
             .device_memory_limit()
             .map(|limit| limit / self.open_lanes());
-        let budget = session.pipeline_budget(limit, DEVICE_HEADROOM_BYTES)?;
         let work = work(device_mask);
         // Input and output in the kernels' type, and a conversion buffer where either is
         // narrower and converted.
         let converts = !work.native()
             && (widening::<W::Input>().is_some() || narrowing::<W::Output>().is_some());
         let buffers = 2 + usize::from(converts) + call.work_buffers;
-        let (mut bands, slots, elements) = plan_bands(
-            call.part.len(),
-            call.row_len,
-            call.halo,
-            budget.saturating_sub(mask_bytes),
-            (buffers * size_of::<R>(), size_of::<W::Input>()),
-            call.part == (0..call.rows),
-        )?;
+        // The page-locked buffers carry the band in the types that cross the host link.
+        let link_bytes = size_of::<W::Input>().max(size_of::<W::Output>());
+        let plan = |budget: usize| -> Result<(Vec<Band>, usize, SlotBytes)> {
+            let (bands, slots, elements) = plan_bands(
+                call.part.len(),
+                call.row_len,
+                call.halo,
+                budget.saturating_sub(mask_bytes),
+                (buffers * size_of::<R>(), size_of::<W::Input>()),
+                (call.part == (0..call.rows), work.reuses_rows()),
+            )?;
+            let bytes = SlotBytes {
+                host: elements * link_bytes,
+                device: elements * size_of::<R>(),
+            };
+            Ok((bands, slots, bytes))
+        };
+        // The device's free memory bounds the plan only where the staging must grow: a call
+        // that the staging holds already asks the driver nothing.
+        let (mut bands, slots, bytes) = match plan(limit.unwrap_or(usize::MAX))? {
+            (bands, slots, bytes) if session.holds_slots(slots, bytes, converts) => {
+                (bands, slots, bytes)
+            }
+            _ => plan(session.pipeline_budget(limit, DEVICE_HEADROOM_BYTES)?)?,
+        };
         for band in &mut bands {
             band.output = band.output.start + call.part.start..band.output.end + call.part.start;
         }
-        // The page-locked buffers carry the band in the types that cross the host link.
-        let link_bytes = size_of::<W::Input>().max(size_of::<W::Output>());
-        let bytes = SlotBytes {
-            host: elements * link_bytes,
-            device: elements * size_of::<R>(),
-        };
         let mut slots = session.take_slots(slots, bytes, converts)?;
         // The bands run on the slots' streams: after the mask's upload.
         session.order_after_session_stream(&slots)?;
@@ -652,7 +671,7 @@ mod tests {
             (5000, 1, (3, 3), 1000),
         ] {
             let (bands, slots, elements) =
-                plan_bands(rows, row_len, halo, budget, (8, 4), true).unwrap();
+                plan_bands(rows, row_len, halo, budget, (8, 4), (true, false)).unwrap();
             assert!((1..=PIPELINE_SLOTS).contains(&slots));
             assert!(slots * 2 * elements * 4 <= budget, "{rows} x {row_len}");
             let mut next = 0;
@@ -664,13 +683,16 @@ mod tests {
             assert_eq!(next, rows);
         }
         // One band: the whole input, the boundary left to the kernel; a part keeps its halo.
-        let (bands, slots, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4), true).unwrap();
+        let (bands, slots, _) =
+            plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4), (true, false)).unwrap();
         assert_eq!((bands.len(), slots, bands[0].halo), (1, 1, (0, 0)));
-        let (bands, _, _) = plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4), false).unwrap();
+        let (bands, _, _) =
+            plan_bands(512, 512 * 3, (2, 2), usize::MAX, (8, 4), (false, false)).unwrap();
         assert_eq!((bands.len(), bands[0].halo), (1, (2, 2)));
         // Bands that copy the rows they share with the previous one upload every buffer row
         // once: kept rows come from the previous buffer's matching rows.
-        let (bands, _, _) = plan_bands(100, 64, (7, 5), 3 * 8 * 64 * 30, (8, 4), true).unwrap();
+        let (bands, _, _) =
+            plan_bands(100, 64, (7, 5), 3 * 8 * 64 * 30, (8, 4), (true, false)).unwrap();
         assert!(bands.len() > 3);
         let mut uploaded = Vec::new();
         for i in 0..bands.len() {
@@ -697,7 +719,7 @@ mod tests {
         assert_eq!(uploaded, (-7..105).collect::<Vec<_>>());
         // Not even one row and its halo: out of memory.
         assert!(matches!(
-            plan_bands(100, 1000, (10, 10), 1000, (8, 4), true),
+            plan_bands(100, 1000, (10, 10), 1000, (8, 4), (true, false)),
             Err(ConvError::OutOfMemory { .. })
         ));
     }

@@ -414,6 +414,12 @@ impl Session<'_> {
         self.staging.take(&context, count, bytes, scratch)
     }
 
+    /// Whether the lane's staging holds `count` slots of at least `bytes`, with a conversion
+    /// buffer if `scratch` (taking them then allocates nothing).
+    pub(crate) fn holds_slots(&self, count: usize, bytes: SlotBytes, scratch: bool) -> bool {
+        self.staging.holds(count, bytes, scratch)
+    }
+
     /// Gives slots back to the engine's staging, for the next call.
     pub(crate) fn return_slots(&mut self, slots: Vec<Slot>) {
         self.staging.put_back(slots);

@@ -105,6 +105,16 @@ pub(crate) struct Staging {
 }
 
 impl Staging {
+    /// Whether the staging holds `count` slots of at least `bytes` bytes per buffer, with a
+    /// conversion buffer if `scratch`.
+    pub(crate) fn holds(&self, count: usize, bytes: SlotBytes, scratch: bool) -> bool {
+        self.slots.len() >= count
+            && self
+                .slots
+                .iter()
+                .all(|s| s.capacity().holds(bytes) && (s.scratch.is_some() || !scratch))
+    }
+
     /// Takes `count` slots of at least `bytes` bytes per buffer, with a conversion buffer if
     /// `scratch`, reusing the ones held where they fit (give them back with
     /// [`Staging::put_back`]).
@@ -119,12 +129,7 @@ impl Staging {
         bytes: SlotBytes,
         scratch: bool,
     ) -> Result<Vec<Slot>> {
-        let fits = self.slots.len() >= count
-            && self
-                .slots
-                .iter()
-                .all(|s| s.capacity().holds(bytes) && (s.scratch.is_some() || !scratch));
-        if !fits {
+        if !self.holds(count, bytes, scratch) {
             // Free the old buffers before asking for the new ones.
             self.release();
             let mut slots = Vec::with_capacity(count);

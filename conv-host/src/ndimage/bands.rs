@@ -170,18 +170,19 @@ fn pack_rows<T: Element>(
 ) {
     let rows = input.len_of(Axis(0));
     let row_len = input.len() / rows.max(1);
-    let first = band.first_buffer_row();
-    let inside = first.max(0)..(first + band.buffer_rows() as i64).min(rows as i64);
-    let offset = (inside.start - first) as usize;
-    let (before, rest) = buffer.split_at_mut(offset * row_len);
-    let (middle, after) =
-        rest.split_at_mut(inside.end.saturating_sub(inside.start) as usize * row_len);
+    let (first, count) = (band.first_buffer_row(), band.buffer_rows() as i64);
+    // Buffer rows `inside` hold input rows `first + r`; the others lie past the input's ends.
+    let inside_start = (-first).clamp(0, count);
+    let inside_end = (rows as i64 - first).clamp(inside_start, count);
+    let (before, rest) = buffer.split_at_mut(inside_start as usize * row_len);
+    let (middle, after) = rest.split_at_mut((inside_end - inside_start) as usize * row_len);
     let rows_per_task = MIN_ELEMENTS_PER_TASK.div_ceil(row_len.max(1));
+    let first_inside = (first + inside_start) as usize;
     middle
         .par_chunks_mut(rows_per_task * row_len)
         .enumerate()
         .for_each(|(task, destination)| {
-            let start = inside.start as usize + task * rows_per_task;
+            let start = first_inside + task * rows_per_task;
             let run = start..start + destination.len() / row_len;
             copy_from_view(destination, &input.slice_axis(Axis(0), Slice::from(run)));
         });
@@ -196,7 +197,7 @@ fn pack_rows<T: Element>(
             after
                 .chunks_mut(row_len)
                 .enumerate()
-                .map(|(r, row)| (inside.end + r as i64, row)),
+                .map(|(r, row)| (first + inside_end + r as i64, row)),
         );
     for (y, destination) in ghosts {
         match fold(y, rows, mode) {
