@@ -1,26 +1,14 @@
 //! Runs the blur example end to end, as a user would: on the CPU path here (CI has no GPU), and
 //! on the GPU where there is one.
 
+mod common;
+
+use common::example_binary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The example binary beside this test's directory: `target/<profile>/examples/blur` for
-/// `target/<profile>/deps/<test>`, and `gpu-stage/examples/blur` for `gpu-stage/tests/<test>`.
 fn blur_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let root = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary inside a directory");
-    let binary = root
-        .join("examples")
-        .join(format!("blur{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.exists(),
-        "{} is missing: build the examples (cargo test builds them)",
-        binary.display()
-    );
-    binary
+    example_binary("blur")
 }
 
 fn run_blur(args: &[&str]) -> String {

@@ -2,34 +2,29 @@
 //! the process with a one-line error (exit 1 for a failed run, 2 for bad arguments), never an
 //! abort, and good ones filter.
 
+mod common;
+
+use common::example_binary;
 use ndarray::{Array1, Array2, ArrayD};
 use ndarray_npy::WriteNpyExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The example binary beside this test's directory (as `blur_example.rs` finds `blur`).
-fn binary(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().expect("test executable path");
-    let root = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("test binary inside a directory");
-    let binary = root
-        .join("examples")
-        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.exists(),
-        "{} is missing: build the examples",
-        binary.display()
-    );
-    binary
-}
-
 fn run(name: &str, args: &[&str]) -> Output {
-    Command::new(binary(name))
+    Command::new(example_binary(name))
         .args(args)
         .output()
         .expect("run the example")
+}
+
+/// `convolve --cpu` from `input` with `mask` into `output`, with `extra` arguments.
+fn convolve(input: &Path, mask: &Path, output: &Path, extra: &[&str]) -> Output {
+    let paths = [input, mask, output].map(|p| p.to_str().expect("a UTF-8 path"));
+    let mut words = vec![
+        "--cpu", "--input", paths[0], "--mask", paths[1], "--output", paths[2],
+    ];
+    words.extend_from_slice(extra);
+    run("convolve", &words)
 }
 
 /// A fresh directory for one test's files.
@@ -91,53 +86,17 @@ fn headers_claiming_more_than_the_file_holds_are_refused() {
         bytes.extend_from_slice(&[0u8; 64]);
         let input = dir.join(name);
         std::fs::write(&input, bytes).unwrap();
-        let output = run(
-            "convolve",
-            &[
-                "--cpu",
-                "--input",
-                input.to_str().unwrap(),
-                "--mask",
-                mask.to_str().unwrap(),
-                "--output",
-                dir.join("out.npy").to_str().unwrap(),
-            ],
-        );
+        let output = convolve(&input, &mask, &dir.join("out.npy"), &[]);
         assert_fails(&output, 1, needle);
     }
     // A truncated file and a file that is no .npy at all.
     let input = dir.join("truncated.npy");
     std::fs::write(&input, b"\x93NUMPY\x01\x00\xff\x00{'descr'").unwrap();
-    let args = |input: &Path| {
-        vec![
-            "--cpu".to_owned(),
-            "--input".into(),
-            input.to_str().unwrap().into(),
-            "--mask".into(),
-            mask.to_str().unwrap().into(),
-            "--output".into(),
-            dir.join("out.npy").to_str().unwrap().into(),
-        ]
-    };
-    let words = args(&input);
-    assert_fails(
-        &run(
-            "convolve",
-            &words.iter().map(String::as_str).collect::<Vec<_>>(),
-        ),
-        1,
-        "truncated.npy",
-    );
+    let output = convolve(&input, &mask, &dir.join("out.npy"), &[]);
+    assert_fails(&output, 1, "truncated.npy");
     std::fs::write(&input, b"not a numpy file").unwrap();
-    let words = args(&input);
-    assert_fails(
-        &run(
-            "convolve",
-            &words.iter().map(String::as_str).collect::<Vec<_>>(),
-        ),
-        1,
-        "not a .npy file",
-    );
+    let output = convolve(&input, &mask, &dir.join("out.npy"), &[]);
+    assert_fails(&output, 1, "not a .npy file");
 }
 
 /// Options that would be ignored or silently overridden are errors; good ones filter.
@@ -156,25 +115,7 @@ fn options_are_checked() {
     );
     write_npy(&mask2d, &Array2::from_elem((3, 3), 1.0f32));
     write_npy(&mask1d, &Array1::from(vec![1.0f32, 2.0, 1.0]));
-    let paths = |mask: &Path| {
-        vec![
-            "--cpu".to_owned(),
-            "--input".into(),
-            input.to_str().unwrap().into(),
-            "--mask".into(),
-            mask.to_str().unwrap().into(),
-            "--output".into(),
-            out.to_str().unwrap().into(),
-        ]
-    };
-    let with = |mask: &Path, extra: &[&str]| {
-        let mut words = paths(mask);
-        words.extend(extra.iter().map(|w| w.to_string()));
-        run(
-            "convolve",
-            &words.iter().map(String::as_str).collect::<Vec<_>>(),
-        )
-    };
+    let with = |mask: &Path, extra: &[&str]| convolve(&input, mask, &out, extra);
     assert_fails(
         &with(&mask2d, &["--axis", "0"]),
         1,

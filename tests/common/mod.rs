@@ -9,6 +9,7 @@ use conv_host::{
 use ndarray::{Array, Array1, ArrayView, ArrayView1, ArrayView2, Dimension, Ix1, OwnedRepr};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
 pub mod elements;
@@ -259,4 +260,24 @@ pub fn all_modes() -> [BoundaryMode; 6] {
         BoundaryMode::Mirror,
         BoundaryMode::Wrap,
     ]
+}
+
+/// The example binary `name` beside this test's directory: `target/<profile>/examples/NAME`
+/// for `target/<profile>/deps/<test>`, and `gpu-stage/examples/NAME` for
+/// `gpu-stage/tests/<test>`.
+pub fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    let root = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("test binary inside a directory");
+    let binary = root
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(
+        binary.exists(),
+        "{} is missing: build the examples (cargo test builds them)",
+        binary.display()
+    );
+    binary
 }

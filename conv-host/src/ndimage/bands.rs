@@ -12,7 +12,7 @@
 use super::filters::Filter;
 use crate::conv1d::reference::fold;
 use crate::conv3d::{Mask3d, VolumeShape};
-use crate::element::Element;
+use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
 use crate::layout::{check_output, copy_from_view, copy_into_view};
@@ -43,6 +43,29 @@ pub(crate) enum NdWork<'p> {
 }
 
 impl NdWork<'_> {
+    /// Enqueues the work over the array of `shape` on `session`'s stream, from `input` into
+    /// `output` (flat buffers of `R`, as bytes).
+    fn enqueue<R: Real>(
+        &self,
+        session: &Session<'_>,
+        shape: &[usize],
+        input: &CudaView<'_, u8>,
+        output: &mut CudaViewMut<'_, u8>,
+    ) -> Result<()> {
+        match *self {
+            NdWork::Filter(filter) => session.enqueue_filter::<R>(shape, filter, input, output),
+            NdWork::Volume {
+                mask,
+                mode,
+                clamp,
+                channels,
+            } => {
+                let volume: VolumeShape = [shape[0], shape[1], shape[2], channels];
+                session.enqueue_conv3d::<R>(volume, mask, (mode, clamp), input, output)
+            }
+        }
+    }
+
     /// The mode that folds the rows past the array's ends along the first axis, and the rows
     /// the work reaches before and after an output row; `None` where bands cannot reproduce the
     /// work (see the [module](self)'s doc).
@@ -116,32 +139,14 @@ where
         // their taps in constant memory, which the lane's modules share among its streams. The
         // slot's stream hands the uploaded band over and takes the result back by events.
         let describe = || self.describe(band);
-        let engine_stream = session.stream();
-        engine_stream
+        let lane_stream = session.stream();
+        lane_stream
             .wait(&stream.record_event(None).context(describe)?)
             .context(describe)?;
-        match self.work {
-            NdWork::Filter(filter) => {
-                session.enqueue_filter::<I::Real>(&shape, filter, &input, &mut output)?
-            }
-            NdWork::Volume {
-                mask,
-                mode,
-                clamp,
-                channels,
-            } => {
-                let volume: VolumeShape = [shape[0], shape[1], shape[2], channels];
-                session.enqueue_conv3d::<I::Real>(
-                    volume,
-                    mask,
-                    (mode, clamp),
-                    &input,
-                    &mut output,
-                )?
-            }
-        }
+        self.work
+            .enqueue::<I::Real>(session, &shape, &input, &mut output)?;
         stream
-            .wait(&engine_stream.record_event(None).context(describe)?)
+            .wait(&lane_stream.record_event(None).context(describe)?)
             .context(describe)
     }
 
@@ -247,19 +252,8 @@ impl Engine {
         }
         let Some((mode, halo)) = work.first_axis() else {
             let shape = input.shape().to_vec();
-            return self.on_device(input, output, |session, source, target| match work {
-                NdWork::Filter(filter) => {
-                    session.enqueue_filter::<R<S>>(&shape, filter, source, target)
-                }
-                NdWork::Volume {
-                    mask,
-                    mode,
-                    clamp,
-                    channels,
-                } => {
-                    let volume = [shape[0], shape[1], shape[2], channels];
-                    session.enqueue_conv3d::<R<S>>(volume, mask, (mode, clamp), source, target)
-                }
+            return self.on_device(input, output, |session, source, target| {
+                work.enqueue::<R<S>>(session, &shape, source, target)
             });
         };
         let input = input.view().into_dyn();
