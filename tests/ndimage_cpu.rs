@@ -6,7 +6,7 @@ mod common;
 use conv_host::ndimage::{NdOptions, PerAxis};
 use conv_host::reference::{self, ndimage as cpu};
 use conv_host::{BoundaryMode, Conv2dOptions, ConvError};
-use ndarray::{Array2, Array3, Axis, array};
+use ndarray::{Array2, Array3, ArrayD, Axis, IxDyn, array};
 
 /// `np.arange(12).reshape(3, 4) ** 1.5`.
 fn ramp() -> Array2<f64> {
@@ -262,6 +262,29 @@ fn bad_parameters_are_typed_errors() {
         ..Default::default()
     };
     assert_eq!(name(cpu::gaussian_laplace(&x, 1.0, &truncate)), "truncate");
+    // Ranks: a mask of other dimensions, an input of more than 4 or of none.
+    let rank = |result: Result<ArrayD<f64>, ConvError>| match result {
+        Err(ConvError::InvalidRank { array, ndim, .. }) => (array, ndim),
+        other => panic!("expected InvalidRank, got {other:?}"),
+    };
+    let volume = ArrayD::<f64>::ones(IxDyn(&[3, 4, 5]));
+    let flat = ArrayD::<f64>::ones(IxDyn(&[3, 3]));
+    assert_eq!(
+        rank(cpu::correlate(&volume, &flat, &options)),
+        ("weights", 2)
+    );
+    let five = ArrayD::<f64>::ones(IxDyn(&[2; 5]));
+    let ones = ArrayD::<f64>::ones(IxDyn(&[1; 5]));
+    assert_eq!(rank(cpu::convolve(&five, &ones, &options)), ("input", 5));
+    let scalar = ArrayD::<f64>::ones(IxDyn(&[]));
+    assert_eq!(rank(cpu::laplace(&scalar, &options)), ("input", 0));
+    let message = cpu::correlate(&volume, &flat, &options)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        message,
+        "weights has 2 dimensions: a mask has as many dimensions as the input"
+    );
     assert!(matches!(
         cpu::correlate1d(
             &x,

@@ -5,6 +5,7 @@ use cudarc::driver::DriverError;
 /// Everything that can go wrong in this library. No function of the library panics on bad input;
 /// it returns one of these, and the [`crate::Engine`] stays usable afterwards.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ConvError {
     /// The CUDA driver library (`libcuda.so` / `nvcuda.dll`) is not installed.
     #[error("no NVIDIA driver: the CUDA driver library (libcuda) was not found on this machine")]
@@ -129,6 +130,16 @@ pub enum ConvError {
         /// The value given.
         value: f64,
         /// What the parameter must be.
+        expected: &'static str,
+    },
+    /// An array with a number of dimensions the operation does not take.
+    #[error("{array} has {ndim} dimensions: {expected}")]
+    InvalidRank {
+        /// Which array: `input`, `weights`.
+        array: &'static str,
+        /// Its number of dimensions.
+        ndim: usize,
+        /// What the operation takes.
         expected: &'static str,
     },
     /// An input too long for this build's indexing (more elements than `i64::MAX`).

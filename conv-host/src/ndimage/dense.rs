@@ -36,8 +36,9 @@ pub(crate) enum Dense {
 ///
 /// # Errors
 /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`];
-/// [`ConvError::InvalidParameter`] for a mask of other dimensions than the input, an input of
-/// more than 4, a 4D mask that reaches across the channels, or modes that differ per axis.
+/// [`ConvError::InvalidRank`] for a mask of other dimensions than the input or an input of
+/// more than 4; [`ConvError::InvalidParameter`] for a 4D mask that reaches across the
+/// channels or modes that differ per axis.
 pub(crate) fn plan(
     shape: &[usize],
     weights: Vec<f64>,
@@ -47,10 +48,10 @@ pub(crate) fn plan(
 ) -> Result<Dense> {
     let ndim = shape.len();
     if weights_shape.len() != ndim {
-        return Err(ConvError::InvalidParameter {
-            name: "weights.ndim",
-            value: weights_shape.len() as f64,
-            expected: "a mask with as many dimensions as the input",
+        return Err(ConvError::InvalidRank {
+            array: "weights",
+            ndim: weights_shape.len(),
+            expected: "a mask has as many dimensions as the input",
         });
     }
     if weights.is_empty() {
@@ -128,10 +129,10 @@ pub(crate) fn plan(
                 clamp,
             })
         }
-        _ => Err(ConvError::InvalidParameter {
-            name: "ndim",
-            value: ndim as f64,
-            expected: "an input of 1 to 4 dimensions (4: a volume with channels last)",
+        _ => Err(ConvError::InvalidRank {
+            array: "input",
+            ndim,
+            expected: "correlate and convolve take 1 to 4 (4: a volume with channels last)",
         }),
     }
 }

@@ -72,10 +72,10 @@ struct Resolved {
 
 fn resolve(ndim: usize, options: &NdOptions) -> Result<Resolved> {
     if ndim == 0 {
-        return Err(ConvError::InvalidParameter {
-            name: "ndim",
-            value: 0.0,
-            expected: "an input of at least one dimension",
+        return Err(ConvError::InvalidRank {
+            array: "input",
+            ndim: 0,
+            expected: "these filters take arrays of at least one dimension",
         });
     }
     if !(options.truncate.is_finite() && options.truncate >= 0.0) {

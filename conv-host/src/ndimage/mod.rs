@@ -207,9 +207,10 @@ macro_rules! weighted_operations {
             [M: Data<Elem: Real>,]
             [
                 /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`],
-                /// [`ConvError::InvalidClamp`]; [`ConvError::InvalidParameter`] for an axis out
-                /// of range, a mask of other dimensions, an input of more than 4, a mask across
-                /// the channels or modes that differ per axis; [`ConvError::InvalidLaunch`] for
+                /// [`ConvError::InvalidClamp`]; [`ConvError::InvalidRank`] for a mask of other
+                /// dimensions or an input of more than 4; [`ConvError::InvalidParameter`] for
+                /// an axis out of range, a mask across the channels or modes that differ per
+                /// axis; [`ConvError::InvalidLaunch`] for
                 /// a mask slice too large to stage; [`ConvError::OutOfMemory`],
                 /// [`ConvError::HostOutOfMemory`], [`ConvError::Driver`].
             ]
@@ -329,8 +330,10 @@ impl Ndimage<'_> {
                 let input = input
                     .view()
                     .into_dimensionality::<Ix2>()
-                    .map_err(ndim_error)?;
-                let output = output.into_dimensionality::<Ix2>().map_err(ndim_error)?;
+                    .map_err(ndim_error(input.ndim()))?;
+                let output = output
+                    .into_dimensionality::<Ix2>()
+                    .map_err(ndim_error(input.ndim()))?;
                 self.engine.filter2d(&input, &mask, &options, flip, output)
             }
             Dense::Volume {
@@ -351,11 +354,12 @@ impl Ndimage<'_> {
     }
 }
 
-/// The error of a view whose dimensions the plan checked failing to convert (not expected).
-pub(crate) fn ndim_error(_: ndarray::ShapeError) -> ConvError {
-    ConvError::InvalidParameter {
-        name: "ndim",
-        value: 2.0,
-        expected: "an array of the dimensions the operation takes",
+/// The error of a view of `ndim` dimensions, which the plan checked, failing to convert to
+/// the plan's (not expected).
+pub(crate) fn ndim_error(ndim: usize) -> impl Fn(ndarray::ShapeError) -> ConvError {
+    move |_| ConvError::InvalidRank {
+        array: "input",
+        ndim,
+        expected: "the plan's dimensions",
     }
 }

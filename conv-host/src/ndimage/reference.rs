@@ -93,9 +93,10 @@ where
             let image = input
                 .view()
                 .into_dimensionality::<Ix2>()
-                .map_err(ndim_error)?;
+                .map_err(ndim_error(input.ndim()))?;
             let out = crate::conv2d::reference::filter2d(&image, &mask, &options, flip)?;
-            out.into_dimensionality::<D>().map_err(ndim_error)
+            out.into_dimensionality::<D>()
+                .map_err(ndim_error(input.ndim()))
         }
         Dense::Volume {
             shape,
