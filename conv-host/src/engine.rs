@@ -191,10 +191,10 @@ impl Engine {
     }
 
     /// Caps the device memory this engine's host calls may hold at `bytes` (`None`: as much as
-    /// the device has free), shared evenly among the lanes open. Inputs whose buffers do not fit run band by band (rows with their
-    /// halos in 2D, chunks with halos in 1D); a band always takes at least one output row (or
-    /// element) and the mask's halo, so a cap below that is an [`ConvError::OutOfMemory`].
-    /// Frees the staging buffers held so far.
+    /// the device has free), shared evenly among the lanes open. Inputs whose buffers do not
+    /// fit run band by band (rows with their halos in 2D and N-D, chunks with halos in 1D); a
+    /// band always takes at least one output row (or element) and the mask's halo, so a cap
+    /// below that is an [`ConvError::OutOfMemory`]. Frees the staging buffers held so far.
     pub fn set_device_memory_limit(&self, bytes: Option<usize>) {
         self.memory_limit
             .store(bytes.unwrap_or(usize::MAX), Ordering::Relaxed);
