@@ -16,8 +16,10 @@ use crate::session::Session;
 use crate::staging::{SlotBytes, memory_error};
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
 use ndarray::{
-    Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, RemoveAxis, Slice,
+    Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, IxDyn, RemoveAxis,
+    Slice,
 };
+use std::mem::ManuallyDrop;
 use rayon::prelude::*;
 
 /// Rows of device images start on 128-byte boundaries, so every row starts on a memory
@@ -132,10 +134,13 @@ mod sealed {
     impl Sealed for ndarray::Ix1 {}
     impl Sealed for ndarray::Ix2 {}
     impl Sealed for ndarray::Ix3 {}
+    impl Sealed for ndarray::IxDyn {}
 }
 
 /// The shapes a [`DeviceArray`] takes: a signal (`Ix1`), an image `H x W` (`Ix2`) or an image
-/// `H x W x C` with interleaved channels (`Ix3`).
+/// `H x W x C` with interleaved channels (`Ix3`), their rows padded to 128-byte boundaries; or
+/// an array of any rank (`IxDyn`), contiguous in row-major order (the layout of CuPy arrays and
+/// PyTorch tensors, and of the N-D operations' buffers).
 pub trait DeviceDim: Dimension + RemoveAxis + sealed::Sealed {
     /// Rows and elements per row of an array of this shape on the device (a signal is rows of
     /// one element).
@@ -167,6 +172,18 @@ impl DeviceDim for Ix3 {
     }
 }
 
+impl DeviceDim for IxDyn {
+    fn rows_and_row_len(shape: &[usize]) -> (usize, usize) {
+        match shape.split_first() {
+            Some((&rows, rest)) => (rows, rest.iter().product()),
+            None => (1, 1),
+        }
+    }
+    fn pitch(row_len: usize) -> usize {
+        row_len
+    }
+}
+
 /// An array of element type `T` (`f32` unless named) in the device memory of one GPU, in the
 /// layout the kernels read: a signal contiguous, an image in rows of `pitch` elements. Create
 /// it with [`Engine::upload`] or [`Engine::alloc_device`]; read it back with
@@ -186,10 +203,27 @@ impl DeviceDim for Ix3 {
 /// # Ok::<(), conv_host::ConvError>(())
 /// ```
 pub struct DeviceArray<D: DeviceDim, T: Element = f32> {
-    pub(crate) data: CudaSlice<T>,
+    /// The elements; dropped as `owned` says.
+    pub(crate) data: ManuallyDrop<CudaSlice<T>>,
     dim: D,
     pub(crate) pitch: usize,
     ordinal: usize,
+    /// Whether dropping the array frees its memory (not for a caller's memory, see
+    /// [`Engine::borrow_device`]).
+    owned: bool,
+}
+
+impl<D: DeviceDim, T: Element> Drop for DeviceArray<D, T> {
+    fn drop(&mut self) {
+        // SAFETY: `data` is not used after this.
+        let data = unsafe { ManuallyDrop::take(&mut self.data) };
+        if self.owned {
+            drop(data);
+        } else {
+            // The memory is the caller's: forget it, freeing nothing.
+            let _ = data.leak();
+        }
+    }
 }
 
 impl<D: DeviceDim, T: Element> std::fmt::Debug for DeviceArray<D, T> {
@@ -302,10 +336,53 @@ impl Engine {
         }
         drop(session);
         Ok(DeviceArray {
-            data,
+            data: ManuallyDrop::new(data),
             dim,
             pitch,
             ordinal: self.device().ordinal,
+            owned: true,
+        })
+    }
+
+    /// A device array of `shape` over memory the caller owns (a CuPy array's or a PyTorch
+    /// tensor's, say), contiguous in row-major order at `address` in this engine's context
+    /// (the device's primary context, which the CUDA runtime shares). Dropping it frees
+    /// nothing.
+    ///
+    /// # Safety
+    /// `address` holds `shape`'s elements of `T` and stays allocated while the array lives;
+    /// nothing else writes them while an operation reads the array, nor reads them while one
+    /// writes it (order the caller's streams with [`Engine::wait_for_stream`] and
+    /// [`Engine::signal_stream`]).
+    ///
+    /// # Errors
+    /// [`ConvError::TooLarge`] where the shape's elements overflow; [`ConvError::InvalidParameter`]
+    /// for a null address with elements, or one not aligned for `T`.
+    pub unsafe fn borrow_device<T: Element>(
+        &self,
+        address: u64,
+        shape: &[usize],
+    ) -> Result<DeviceArray<IxDyn, T>> {
+        let len = shape
+            .iter()
+            .try_fold(1usize, |len, &extent| len.checked_mul(extent))
+            .ok_or(ConvError::TooLarge { len: usize::MAX })?;
+        if len > 0 && (address == 0 || !address.is_multiple_of(align_of::<T>() as u64)) {
+            return Err(ConvError::InvalidParameter {
+                name: "address",
+                value: address as f64,
+                expected: "a device address of the element type's alignment",
+            });
+        }
+        // SAFETY: as the caller promises, `address` holds `len` elements of `T`; the slice is
+        // leaked, not freed, when the array drops (`owned: false`).
+        let data = unsafe { self.stream.upgrade_device_ptr::<T>(address, len) };
+        Ok(DeviceArray {
+            data: ManuallyDrop::new(data),
+            dim: IxDyn(shape),
+            pitch: IxDyn::pitch(IxDyn::rows_and_row_len(shape).1),
+            ordinal: self.device().ordinal,
+            owned: false,
         })
     }
 
@@ -441,6 +518,45 @@ impl Engine {
         result
     }
 
+    /// Orders the engine's later device work after the work enqueued so far on a caller's
+    /// stream (a `CUstream` handle of this engine's context: CuPy's
+    /// `cupy.cuda.get_current_stream().ptr`, PyTorch's `torch.cuda.current_stream().cuda_stream`,
+    /// or 0 for the legacy default stream), without waiting on the host.
+    ///
+    /// # Safety
+    /// `stream` is a live stream of this engine's context, or 0, 1 (the legacy default stream)
+    /// or 2 (the per-thread default stream).
+    ///
+    /// # Errors
+    /// [`ConvError::Driver`].
+    pub unsafe fn wait_for_stream(&self, stream: u64) -> Result<()> {
+        let describe = || format!("ordering the engine after stream {stream:#x}");
+        let event = self.context.new_event(None).context(describe)?;
+        // SAFETY: as the caller promises, `stream` is a stream of the event's context.
+        unsafe { cudarc::driver::sys::cuEventRecord(event.cu_event(), stream as _) }
+            .result()
+            .context(describe)?;
+        self.stream.wait(&event).context(describe)
+    }
+
+    /// Orders the later work of a caller's stream after the device work enqueued on this
+    /// engine so far, without waiting on the host: the caller's next kernel on `stream` reads
+    /// what the engine's operations wrote.
+    ///
+    /// # Safety
+    /// As [`Engine::wait_for_stream`].
+    ///
+    /// # Errors
+    /// [`ConvError::Driver`].
+    pub unsafe fn signal_stream(&self, stream: u64) -> Result<()> {
+        let describe = || format!("ordering stream {stream:#x} after the engine");
+        let event = self.stream.record_event(None).context(describe)?;
+        // SAFETY: as the caller promises, `stream` is a stream of the event's context.
+        unsafe { cudarc::driver::sys::cuStreamWaitEvent(stream as _, event.cu_event(), 0) }
+            .result()
+            .context(describe)
+    }
+
     /// Waits until every `_device` operation enqueued on this engine is done.
     ///
     /// # Errors
@@ -462,7 +578,11 @@ fn pack_rows<T: Element, D: DeviceDim>(
     pitch: usize,
     buffer: &mut [T],
 ) {
-    if D::NDIM == Some(1) {
+    if view.ndim() == 0 {
+        copy_from_view(buffer, view);
+        return;
+    }
+    if view.ndim() == 1 {
         copy_from_view(buffer, &view.slice_axis(Axis(0), Slice::from(rows)));
         return;
     }
@@ -483,8 +603,12 @@ fn unpack_rows<T: Element, D: DeviceDim>(
     pitch: usize,
     buffer: &[T],
 ) {
+    if output.ndim() == 0 {
+        copy_into_view(output, buffer);
+        return;
+    }
     let mut target = output.slice_axis_mut(Axis(0), Slice::from(rows));
-    if D::NDIM == Some(1) {
+    if target.ndim() == 1 {
         copy_into_view(&mut target, buffer);
         return;
     }

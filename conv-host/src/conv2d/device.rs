@@ -4,7 +4,7 @@
 use super::launch::{Grid2d, ImageShape, enqueue2d, input_map};
 use super::register_tiled::native_plan;
 use super::{Conv2dOptions, ImageDim};
-use crate::device_array::DeviceArray;
+use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::Result;
@@ -96,15 +96,39 @@ impl Engine {
         O: Element<Real = T::Real>,
         D: ImageDim,
     {
+        let image = D::image_shape(input.shape());
+        self.image2d_device(input, image, (mask, options, flip), output)
+    }
+
+    /// Correlates (or, with `flip`, convolves) the device array `input`, read as an image of
+    /// `(height, width, channels)` in rows of its pitch, into `output`, as
+    /// [`Engine::correlate2d_device`].
+    pub(crate) fn image2d_device<T, M, O, D>(
+        &self,
+        input: &DeviceArray<D, T>,
+        (height, width, channels): (usize, usize, usize),
+        (mask, options, flip): (&ArrayBase<M, Ix2>, &Conv2dOptions, bool),
+        output: &mut DeviceArray<D, O>,
+    ) -> Result<()>
+    where
+        T: Element,
+        M: Data<Elem = T::Real>,
+        O: Element<Real = T::Real>,
+        D: DeviceDim,
+    {
         self.check_pair(input, output)?;
-        let (height, width, channels) = D::image_shape(input.shape());
         let (mask, plan) =
             self.prepare2d::<T, O, _>(mask, options, flip, (height, width, channels))?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if input.is_empty() {
             return Ok(());
         }
-        let shape = ImageShape::of::<D>((height, width, channels));
+        let shape = ImageShape {
+            height,
+            width,
+            channels,
+            pitch: input.pitch,
+        };
         let session = self.session()?;
         // The streaming kernel that reads and writes `T` itself, where one runs; its mask goes
         // to its own module's constant memory.

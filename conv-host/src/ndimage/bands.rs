@@ -45,7 +45,7 @@ pub(crate) enum NdWork<'p> {
 impl NdWork<'_> {
     /// Enqueues the work over the array of `shape` on `session`'s stream, from `input` into
     /// `output` (flat buffers of `R`, as bytes).
-    fn enqueue<R: Real>(
+    pub(super) fn enqueue<R: Real>(
         &self,
         session: &Session<'_>,
         shape: &[usize],

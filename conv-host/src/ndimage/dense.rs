@@ -1,7 +1,8 @@
 //! `correlate` and `convolve` with a mask of the input's dimensions: which machinery runs
 //! them (an axis pass in 1D, the 2D designs in 2D, the 3D kernel for volumes and batches).
 
-use super::NdOptions;
+use super::filters::filtered_axes;
+use super::{NdOptions, PerAxis};
 use super::filters::{Filter, Terms};
 use crate::axis::Pass;
 use crate::conv2d::Conv2dOptions;
@@ -47,6 +48,9 @@ pub(crate) fn plan(
     options: &NdOptions,
 ) -> Result<Dense> {
     let ndim = shape.len();
+    if options.axes.is_some() {
+        return plan_along_axes(shape, weights, weights_shape, flip, options);
+    }
     if weights_shape.len() != ndim {
         return Err(ConvError::InvalidRank {
             array: "weights",
@@ -135,4 +139,48 @@ pub(crate) fn plan(
             expected: "correlate and convolve take 1 to 4 (4: a volume with channels last)",
         }),
     }
+}
+
+/// [`plan`] with `options.axes`: the mask's axes go with the named axes, extent 1 (and origin
+/// 0) along the others.
+fn plan_along_axes(
+    shape: &[usize],
+    weights: Vec<f64>,
+    weights_shape: &[usize],
+    flip: bool,
+    options: &NdOptions,
+) -> Result<Dense> {
+    let axes = filtered_axes(shape.len(), options)?;
+    if weights_shape.len() != axes.len() {
+        return Err(ConvError::InvalidRank {
+            array: "weights",
+            ndim: weights_shape.len(),
+            expected: "a mask has one dimension per axis of `axes`",
+        });
+    }
+    let origins = options.origin.resolve(axes.len(), "origin")?;
+    let (mut full_shape, mut full_origins) = (vec![1; shape.len()], vec![0; shape.len()]);
+    for (k, &axis) in axes.iter().enumerate() {
+        full_shape[axis] = weights_shape[k];
+        full_origins[axis] = origins[k];
+    }
+    // One mode per named axis: they must agree (`plan` checks); the others, of extent 1,
+    // take the first.
+    let mode = match &options.mode {
+        PerAxis::Each(modes) if modes.len() == axes.len() && !modes.is_empty() => {
+            let mut full = vec![modes[0]; shape.len()];
+            for (k, &axis) in axes.iter().enumerate() {
+                full[axis] = modes[k];
+            }
+            PerAxis::Each(full)
+        }
+        mode => mode.clone(),
+    };
+    let options = NdOptions {
+        mode,
+        origin: PerAxis::Each(full_origins),
+        axes: None,
+        ..options.clone()
+    };
+    plan(shape, weights, &full_shape, flip, &options)
 }

@@ -14,8 +14,11 @@ use crate::layout::{check_output, copy_into_view, row_major};
 use crate::options::BoundaryMode;
 use crate::session::Session;
 use crate::staging::memory_error;
-use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
+use crate::device_array::{DeviceArray, DeviceDim};
+use cudarc::driver::sys::{self, CUevent_flags, CUmemorytype};
+use cudarc::driver::{
+    CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr,
+};
 use ndarray::{ArrayBase, ArrayView1, ArrayViewMut, ArrayViewMut1, Data, Dimension, Ix1};
 
 /// The clamp bounds that leave a value alone (passes before a filter's last).
@@ -76,6 +79,96 @@ impl Engine {
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(ms);
         Ok(())
     }
+}
+
+impl Engine {
+    /// Runs `work` from the device array `input` into `output` (same shape and GPU, checked),
+    /// enqueued on the engine's stream without a wait, as [`Engine::on_device`] does from the
+    /// host: contiguous arrays are read and written where they are; arrays of padded rows go
+    /// through contiguous temporaries.
+    pub(crate) fn on_device_arrays<T, O, D>(
+        &self,
+        input: &DeviceArray<D, T>,
+        output: &mut DeviceArray<D, O>,
+        work: impl FnOnce(&Session<'_>, &CudaView<'_, u8>, &mut CudaViewMut<'_, u8>) -> Result<()>,
+    ) -> Result<()>
+    where
+        T: Element,
+        O: Element<Real = T::Real>,
+        D: DeviceDim,
+    {
+        self.check_pair(input, output)?;
+        let len = input.len();
+        if len == 0 {
+            return Ok(());
+        }
+        let session = self.session()?;
+        let (rows, row_len, pitch) = input.layout();
+        let extent = (len, false);
+        let run = |source: &CudaView<'_, u8>, target: &mut CudaViewMut<'_, u8>| {
+            work(&session, source, target)
+        };
+        if pitch == row_len || rows == 1 {
+            return session.between_arrays(&input.data, &mut output.data, extent, run);
+        }
+        let stream = &self.stream;
+        let failed = |bytes: usize| {
+            move |error| memory_error(stream.context(), error, bytes, "temporary")
+        };
+        let (input_bytes, output_bytes) = (len * size_of::<T>(), len * size_of::<O>());
+        // SAFETY: written by the row copy or the work, in stream order, before any read.
+        let mut packed_input = unsafe { stream.alloc::<T>(len) }.map_err(failed(input_bytes))?;
+        // SAFETY: as above.
+        let mut packed_output = unsafe { stream.alloc::<O>(len) }.map_err(failed(output_bytes))?;
+        let rows_of = |size: usize| (rows, row_len * size, pitch * size);
+        copy_device_rows(stream, &input.data, &mut packed_input, rows_of(size_of::<T>()), true)?;
+        session.between_arrays(&packed_input, &mut packed_output, extent, run)?;
+        let output_rows = rows_of(size_of::<O>());
+        copy_device_rows(stream, &packed_output, &mut output.data, output_rows, false)
+    }
+}
+
+/// Enqueues on `stream` a copy of `rows` rows of `row_bytes` between a contiguous buffer and
+/// one of rows `pitch_bytes` apart: from the padded rows of `source` into `target` (`pack`), or
+/// from `source` into the padded rows of `target`.
+fn copy_device_rows<A: DeviceRepr, B: DeviceRepr>(
+    stream: &CudaStream,
+    source: &CudaSlice<A>,
+    target: &mut CudaSlice<B>,
+    (rows, row_bytes, pitch_bytes): (usize, usize, usize),
+    pack: bool,
+) -> Result<()> {
+    let (source_pointer, _read) = source.device_ptr(stream);
+    let (target_pointer, _write) = target.device_ptr_mut(stream);
+    let device = CUmemorytype::CU_MEMORYTYPE_DEVICE;
+    let (source_pitch, target_pitch) = if pack {
+        (pitch_bytes, row_bytes)
+    } else {
+        (row_bytes, pitch_bytes)
+    };
+    let copy = sys::CUDA_MEMCPY2D {
+        srcXInBytes: 0,
+        srcY: 0,
+        srcMemoryType: device,
+        srcHost: std::ptr::null(),
+        srcDevice: source_pointer,
+        srcArray: std::ptr::null_mut(),
+        srcPitch: source_pitch,
+        dstXInBytes: 0,
+        dstY: 0,
+        dstMemoryType: device,
+        dstHost: std::ptr::null_mut(),
+        dstDevice: target_pointer,
+        dstArray: std::ptr::null_mut(),
+        dstPitch: target_pitch,
+        WidthInBytes: row_bytes,
+        Height: rows,
+    };
+    // SAFETY: both buffers hold `rows` rows of their pitch (the padded array's layout, the
+    // temporary's `rows * row_bytes` bytes), used in `stream`'s order.
+    unsafe { sys::cuMemcpy2DAsync_v2(&copy, stream.cu_stream()) }
+        .result()
+        .context(|| format!("copying {rows} rows of {row_bytes} bytes on the device"))
 }
 
 /// The combination and clamp of the last pass of term `index` of `count` terms.

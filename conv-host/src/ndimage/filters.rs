@@ -61,6 +61,61 @@ impl<T: Clone> PerAxis<T> {
     }
 }
 
+/// The axes `options.axes` names in an `ndim`-dimensional input, or all of them.
+///
+/// # Errors
+/// [`ConvError::InvalidParameter`] for an axis out of range or named twice.
+pub(crate) fn filtered_axes(ndim: usize, options: &NdOptions) -> Result<Vec<usize>> {
+    let Some(axes) = &options.axes else {
+        return Ok((0..ndim).collect());
+    };
+    let mut resolved = Vec::with_capacity(axes.len());
+    for &axis in axes {
+        let axis = normalize_axis(axis, ndim)?;
+        if resolved.contains(&axis) {
+            return Err(ConvError::InvalidParameter {
+                name: "axes",
+                value: axis as f64,
+                expected: "distinct axes",
+            });
+        }
+        resolved.push(axis);
+    }
+    Ok(resolved)
+}
+
+/// The filter `build(k)` makes for `k` axes, run along the axes `options.axes` names (or
+/// every axis of an `ndim`-dimensional input): its pass along axis `i` moves to the `i`-th
+/// named axis.
+///
+/// # Errors
+/// As [`filtered_axes`] and `build`.
+pub(crate) fn along_axes(
+    ndim: usize,
+    options: &NdOptions,
+    build: impl FnOnce(usize) -> Result<Filter>,
+) -> Result<Filter> {
+    let axes = filtered_axes(ndim, options)?;
+    let mut filter = build(axes.len())?;
+    for pass in filter.terms.iter_mut().flatten() {
+        pass.axis = axes[pass.axis];
+    }
+    Ok(filter)
+}
+
+/// [`ConvError::InvalidParameter`] where `options.axes` is given to an operation of one
+/// `axis` (SciPy's take no `axes`).
+fn no_axes(options: &NdOptions) -> Result<()> {
+    match &options.axes {
+        None => Ok(()),
+        Some(axes) => Err(ConvError::InvalidParameter {
+            name: "axes",
+            value: axes.len() as f64,
+            expected: "None: this operation filters along its `axis`",
+        }),
+    }
+}
+
 /// The options resolved per axis.
 struct Resolved {
     modes: Vec<BoundaryMode>,
@@ -144,6 +199,7 @@ pub(crate) fn filter1d(
     flip: bool,
     options: &NdOptions,
 ) -> Result<Filter> {
+    no_axes(options)?;
     let r = resolve(ndim, options)?;
     let axis = normalize_axis(axis, ndim)?;
     let left = anchor(weights.len(), r.origins[axis], flip)?;
@@ -199,6 +255,7 @@ pub(crate) fn gaussian_filter1d(
     order: u32,
     options: &NdOptions,
 ) -> Result<Filter> {
+    no_axes(options)?;
     let r = resolve(ndim, options)?;
     let axis = normalize_axis(axis, ndim)?;
     let radius = r.radii.as_ref().map(|radii| radii[axis]);
@@ -259,6 +316,7 @@ pub(crate) fn uniform_filter1d(
     axis: isize,
     options: &NdOptions,
 ) -> Result<Filter> {
+    no_axes(options)?;
     let r = resolve(ndim, options)?;
     let axis = normalize_axis(axis, ndim)?;
     let taps = uniform(size)?;
@@ -293,6 +351,7 @@ pub(crate) fn edge(
     smooth: [f64; 3],
     options: &NdOptions,
 ) -> Result<Filter> {
+    no_axes(options)?;
     let r = resolve(ndim, options)?;
     let axis = normalize_axis(axis, ndim)?;
     let mut passes = vec![pass(axis, vec![-1.0, 0.0, 1.0], 0, r.modes[axis])?];

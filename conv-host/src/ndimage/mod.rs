@@ -32,8 +32,10 @@ mod bands;
 mod dense;
 mod device;
 mod filters;
+mod operands;
 pub(crate) mod reference;
 
+use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
@@ -41,6 +43,8 @@ use crate::layout::try_filled;
 use crate::options::{BoundaryMode, Clamp};
 use bands::NdWork;
 use dense::Dense;
+use operands::sealed::{Planned, Run as _};
+pub use operands::Operands;
 use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix1, Ix2};
 
 /// A parameter given once for every axis or once per axis, as SciPy's scalar-or-sequence
@@ -93,6 +97,12 @@ pub struct NdOptions {
     pub radius: Option<PerAxis<usize>>,
     /// Clamp every output to a range.
     pub clamp: Option<Clamp>,
+    /// SciPy's `axes`: the axes the operations that take it filter along (`correlate`,
+    /// `convolve`, `gaussian_filter`, `uniform_filter`, `laplace`, `gaussian_laplace`,
+    /// `gaussian_gradient_magnitude`), negative counting from the end; the per-axis options
+    /// and the mask's dimensions then go with these axes, in this order. `None`: every axis.
+    /// An image `H x W x C` filtered per channel is `Some(vec![0, 1])`.
+    pub axes: Option<Vec<isize>>,
 }
 
 impl Default for NdOptions {
@@ -103,6 +113,7 @@ impl Default for NdOptions {
             truncate: 4.0,
             radius: None,
             clamp: None,
+            axes: None,
         }
     }
 }
@@ -151,7 +162,7 @@ macro_rules! separable_operations {
             /// order (0 to 2) once or per axis; axes of sigma 0 are left alone.
             gaussian_filter, gaussian_filter_into(sigma: impl Into<PerAxis<f64>>, order: impl Into<PerAxis<u32>>)
                 => |shape: &[usize], options| {
-                    filters::gaussian_filter(shape.len(), &sigma.into(), &order.into(), options).map(Dense::Line)
+                    filters::along_axes(shape.len(), options, |n| filters::gaussian_filter(n, &sigma.into(), &order.into(), options)).map(Dense::Line)
                 };
             /// `scipy.ndimage.uniform_filter1d`: the mean of `size` neighbours along `axis`.
             uniform_filter1d, uniform_filter1d_into(size: usize, axis: isize)
@@ -161,7 +172,7 @@ macro_rules! separable_operations {
             /// `scipy.ndimage.uniform_filter`: the mean over a box of `size` (once or per axis).
             uniform_filter, uniform_filter_into(size: impl Into<PerAxis<usize>>)
                 => |shape: &[usize], options| {
-                    filters::uniform_filter(shape.len(), &size.into(), options).map(Dense::Line)
+                    filters::along_axes(shape.len(), options, |n| filters::uniform_filter(n, &size.into(), options)).map(Dense::Line)
                 };
             /// `scipy.ndimage.sobel`: the derivative along `axis`, smoothed `[1, 2, 1]` along
             /// the others.
@@ -178,19 +189,19 @@ macro_rules! separable_operations {
             /// `scipy.ndimage.laplace`: the sum of the second differences along every axis.
             laplace, laplace_into()
                 => |shape: &[usize], options| {
-                    filters::laplace(shape.len(), options).map(Dense::Line)
+                    filters::along_axes(shape.len(), options, |n| filters::laplace(n, options)).map(Dense::Line)
                 };
             /// `scipy.ndimage.gaussian_laplace`: the sum over the axes of the Gaussian's second
             /// derivative along each.
             gaussian_laplace, gaussian_laplace_into(sigma: impl Into<PerAxis<f64>>)
                 => |shape: &[usize], options| {
-                    filters::gaussian_derivatives(shape.len(), &sigma.into(), 2, options).map(Dense::Line)
+                    filters::along_axes(shape.len(), options, |n| filters::gaussian_derivatives(n, &sigma.into(), 2, options)).map(Dense::Line)
                 };
             /// `scipy.ndimage.gaussian_gradient_magnitude`: the root of the sum of the squared
             /// Gaussian first derivatives along every axis.
             gaussian_gradient_magnitude, gaussian_gradient_magnitude_into(sigma: impl Into<PerAxis<f64>>)
                 => |shape: &[usize], options| {
-                    filters::gaussian_derivatives(shape.len(), &sigma.into(), 1, options).map(Dense::Line)
+                    filters::along_axes(shape.len(), options, |n| filters::gaussian_derivatives(n, &sigma.into(), 1, options)).map(Dense::Line)
                 };
         }
     };
@@ -276,24 +287,24 @@ macro_rules! engine_methods {
             try_filled(input.raw_dim(), |output| self.dense(input, plan, output))
         }
 
-        #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's view of the input's shape, of any element type of the same `Real` type (a `u8` image into `f32`, say).")]
+        #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's output: a host view of the input's shape, or a device array for a device input (see [`Operands`]), of any element type of the same `Real` type (a `u8` image into `f32`, say).")]
         ///
         /// # Errors
-        #[doc = concat!("As [`Ndimage::", stringify!($name), "`], plus [`ConvError::ShapeMismatch`] and [`ConvError::OverlappingOutput`].")]
-        pub fn $into<S, $($generic)* O, D>(
+        #[doc = concat!("As [`Ndimage::", stringify!($name), "`], plus [`ConvError::ShapeMismatch`], [`ConvError::OverlappingOutput`] and [`ConvError::DeviceMismatch`].")]
+        pub fn $into<I, O, $($generic)* D>(
             &self,
-            input: &ArrayBase<S, D>,
+            input: I,
             $($arg: $ty,)*
             options: &NdOptions,
-            output: ArrayViewMut<'_, O, D>,
+            output: O,
         ) -> Result<()>
         where
-            S: Data<Elem: Element>,
-            O: Element<Real = <S::Elem as Element>::Real>,
+            (I, O): Operands<Dim = D>,
             D: Dimension,
         {
-            let plan = ($build)(input.shape(), options)?;
-            self.dense(input, plan, output)
+            let operands = (input, output);
+            let plan = ($build)(operands.shape(), options)?;
+            operands.run(self, Planned(plan))
         }
     };
 }
@@ -349,6 +360,54 @@ impl Ndimage<'_> {
                     channels: shape[3],
                 };
                 self.engine.filter_nd(input, work, output)
+            }
+        }
+    }
+}
+
+impl Ndimage<'_> {
+    /// Enqueues a planned correlation with a mask from one device array into another.
+    fn dense_device<T, O, D>(
+        &self,
+        input: &DeviceArray<D, T>,
+        plan: Dense,
+        output: &mut DeviceArray<D, O>,
+    ) -> Result<()>
+    where
+        T: Element,
+        O: Element<Real = T::Real>,
+        D: DeviceDim,
+    {
+        let shape = input.shape().to_vec();
+        let engine = self.engine;
+        match plan {
+            Dense::Line(filter) => engine.on_device_arrays(input, output, |session, source, target| {
+                NdWork::Filter(&filter).enqueue::<T::Real>(session, &shape, source, target)
+            }),
+            Dense::Plane {
+                mask,
+                options,
+                flip,
+            } => {
+                let mask = mask.mapv(T::Real::from_f64);
+                let image = (shape[0], shape[1], 1);
+                engine.image2d_device(input, image, (&mask, &options, flip), output)
+            }
+            Dense::Volume {
+                shape: volume,
+                mask,
+                mode,
+                clamp,
+            } => {
+                let work = NdWork::Volume {
+                    mask: &mask,
+                    mode,
+                    clamp,
+                    channels: volume[3],
+                };
+                engine.on_device_arrays(input, output, |session, source, target| {
+                    work.enqueue::<T::Real>(session, &shape, source, target)
+                })
             }
         }
     }

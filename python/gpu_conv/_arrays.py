@@ -1,0 +1,214 @@
+"""The kinds of arrays the filters take (NumPy arrays, CuPy arrays, PyTorch CUDA tensors),
+their element types, and the plan of which types the engine computes in."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _native
+
+# The element types the engine reads and writes itself.
+NATIVE = ("uint8", "uint16", "float16", "bfloat16", "float32", "float64")
+# The pairs (input, output) it filters natively: one type into itself, or a type of `f32`
+# arithmetic into `float32`.
+NATIVE_PAIRS = {(t, t) for t in NATIVE} | {
+    (t, "float32") for t in ("uint8", "uint16", "float16", "bfloat16")
+}
+# Integer types read in a float type that holds each of their values exactly.
+EXACT_IN = {"int8": "float32", "int16": "float32", "int32": "float64", "uint32": "float64"}
+INTEGER = {"uint8", "uint16", "int8", "int16", "int32", "uint32", "int64", "uint64"}
+
+
+def dtype_name(dtype: object) -> str:
+    """NumPy's name of a NumPy, ml_dtypes or PyTorch element type."""
+    name = str(dtype)
+    if name.startswith("torch."):
+        name = name[len("torch."):]
+    else:
+        name = np.dtype(dtype).name
+    return name
+
+
+def _unsupported(name: str) -> TypeError:
+    hint = {
+        "int64": "values beyond 2**53 have no exact float; pass .astype(numpy.float64)",
+        "uint64": "values beyond 2**53 have no exact float; pass .astype(numpy.float64)",
+        "bool": "pass .astype(numpy.uint8)",
+    }.get(name, "complex and object arrays are not filtered")
+    return TypeError(f"gpu_conv does not filter arrays of dtype {name}: {hint}")
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The types one call computes in: the input converted to ``work_in`` (where it is not
+    already), filtered into ``work_out``, then rounded and converted into ``output``."""
+
+    work_in: str
+    work_out: str
+    output: str
+
+
+# Output types results are rounded into beyond those read exactly.
+WIDE_OUT = {"int64": "float64", "uint64": "float64"}
+
+
+def plan(input_type: str, output_type: str) -> Plan:
+    """Which types the engine runs a call from ``input_type`` into ``output_type`` in."""
+    if input_type not in NATIVE and input_type not in EXACT_IN:
+        raise _unsupported(input_type)
+    if output_type not in NATIVE and output_type not in EXACT_IN and output_type not in WIDE_OUT:
+        raise _unsupported(output_type)
+    if (input_type, output_type) in NATIVE_PAIRS:
+        return Plan(input_type, output_type, output_type)
+    # float64 where either side needs its precision, else float32.
+    wide = "float64" in (input_type, output_type) or any(
+        {**EXACT_IN, **WIDE_OUT}.get(n) == "float64" for n in (input_type, output_type)
+    )
+    real = "float64" if wide else "float32"
+    work_in = input_type if (input_type, real) in NATIVE_PAIRS else real
+    return Plan(work_in, real, output_type)
+
+
+def rounded(values, name: str, xp):
+    """``values`` (a float array) in the integer or float type ``name``: integers rounded to
+    nearest (ties to even) and saturated to the type's range, as the engine rounds."""
+    if name in INTEGER:
+        info = np.iinfo(name)
+        values = xp.clip(xp.round(values), info.min, info.max)
+    return values
+
+
+# ---------------------------------------------------------------------------------------
+# Device arrays.
+
+
+def _module_of(array) -> str:
+    return type(array).__module__.split(".")[0]
+
+
+def is_torch(array) -> bool:
+    return _module_of(array) == "torch"
+
+
+def is_device_array(array) -> bool:
+    """Whether ``array`` lives on a GPU: a CUDA Array Interface or a CUDA tensor."""
+    if is_torch(array):
+        return array.is_cuda
+    return hasattr(array, "__cuda_array_interface__")
+
+
+def device_of(array) -> int:
+    """The ordinal of the GPU that holds ``array``."""
+    if is_torch(array):
+        return array.device.index or 0
+    device = getattr(array, "device", None)
+    return int(getattr(device, "id", 0) or 0)
+
+
+def caller_stream(array) -> int:
+    """The handle of the caller's current stream on ``array``'s GPU (the stream its next
+    kernels run on), which the engine orders its work between."""
+    if is_torch(array):
+        import torch
+
+        return int(torch.cuda.current_stream(array.device).cuda_stream)
+    if _module_of(array) == "cupy":
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    stream = array.__cuda_array_interface__.get("stream")
+    return int(stream) if stream is not None else 0
+
+
+class DeviceKind:
+    """The array library of a device input: makes, converts and copies its arrays."""
+
+    def __init__(self, like):
+        self.torch = is_torch(like)
+        if self.torch:
+            import torch
+
+            self.lib = torch
+        else:
+            import cupy
+
+            self.lib = cupy
+
+    def dtype(self, name: str):
+        if self.torch:
+            return getattr(self.lib, name)
+        return np.dtype(name)
+
+    def empty(self, shape, name: str, like):
+        if self.torch:
+            return self.lib.empty(tuple(shape), dtype=self.dtype(name), device=like.device)
+        with like.device:
+            return self.lib.empty(shape, dtype=name)
+
+    def contiguous(self, array):
+        if self.torch:
+            return array.detach().contiguous()
+        return self.lib.ascontiguousarray(array)
+
+    def is_contiguous(self, array) -> bool:
+        if self.torch:
+            return array.is_contiguous()
+        return array.flags.c_contiguous
+
+    def astype(self, array, name: str):
+        if self.torch:
+            return array.to(self.dtype(name))
+        return array.astype(name)
+
+    def round_into(self, values, name: str):
+        """``values`` rounded as the engine rounds and converted to ``name``."""
+        if self.torch:
+            if name in INTEGER:
+                info = np.iinfo(name)
+                values = self.lib.clamp(self.lib.round(values), int(info.min), int(info.max))
+            return values.to(self.dtype(name))
+        return rounded(values, name, self.lib).astype(name)
+
+    def address(self, array) -> int:
+        if self.torch:
+            return int(array.data_ptr())
+        return int(array.__cuda_array_interface__["data"][0])
+
+    def copy_into(self, target, source):
+        if self.torch:
+            target.copy_(source)
+        else:
+            target[...] = source
+
+
+def backend_forced() -> str | None:
+    """The backend ``GPU_CONV_BACKEND`` asks for (``cpu`` or ``cuda``), if any."""
+    value = os.environ.get("GPU_CONV_BACKEND")
+    if value not in (None, "", "cpu", "cuda"):
+        print(f"gpu_conv: GPU_CONV_BACKEND={value!r} is not cpu or cuda; ignored", file=sys.stderr)
+        return None
+    return value or None
+
+
+_GPU: list = []
+
+
+def host_on_gpu() -> bool:
+    """Whether NumPy arrays are filtered on the GPU (device 0), else on the f64 CPU twins."""
+    if not _GPU:
+        forced = backend_forced()
+        if forced == "cpu":
+            _GPU.append(False)
+        else:
+            try:
+                _native.gpu_info(0)
+                _GPU.append(True)
+            except RuntimeError:
+                if forced == "cuda":
+                    raise
+                _GPU.append(False)
+    return _GPU[0]

@@ -1,0 +1,64 @@
+//! Device arrays in and out (CuPy arrays, PyTorch CUDA tensors): the caller's memory filtered
+//! where it is, on the GPU that holds it, ordered after the work enqueued so far on the
+//! caller's stream and before its later work there; nothing waits on the host.
+
+use crate::ops::Call;
+use crate::{engine, to_py_error};
+use conv_host::{Element, Engine};
+use pyo3::prelude::*;
+
+/// A contiguous row-major device array of the caller's, as the CUDA Array Interface gives it.
+#[derive(FromPyObject)]
+#[pyo3(from_item_all)]
+pub struct Borrowed {
+    address: u64,
+    dtype: String,
+}
+
+/// Runs `call` from `input` of `T` into `output` of `O`, both of `shape`, on `engine`, ordered
+/// on the caller's `stream`.
+fn run_typed<T: Element, O: Element<Real = T::Real>>(
+    engine: &Engine,
+    call: Call,
+    (input, output): (&Borrowed, &Borrowed),
+    shape: &[usize],
+    stream: u64,
+) -> PyResult<()> {
+    let (op, options) = call.parse()?;
+    // SAFETY: the Python layer passes the addresses of live, contiguous, row-major arrays of
+    // `shape` and these element types on the engine's device, which it keeps alive for the
+    // call; the work is ordered after the caller's stream and the caller's stream after it,
+    // so the caller's own kernels do not race with it.
+    let (source, target) = unsafe {
+        (
+            engine.borrow_device::<T>(input.address, shape),
+            engine.borrow_device::<O>(output.address, shape),
+        )
+    };
+    let (source, mut target) = (source.map_err(to_py_error)?, target.map_err(to_py_error)?);
+    // SAFETY: `stream` is the caller's current stream of the device's primary context.
+    unsafe { engine.wait_for_stream(stream) }.map_err(to_py_error)?;
+    let result = op.run(engine, &source, &options, &mut target).map_err(to_py_error);
+    // SAFETY: as above; the caller's later work waits for this call's, error or not.
+    let ordered = unsafe { engine.signal_stream(stream) }.map_err(to_py_error);
+    result.and(ordered)
+}
+
+/// Filters the device array `input` into `output` (contiguous, row-major, of `shape`) on
+/// device `device`, after the work enqueued on `stream` and before its later work.
+#[pyfunction]
+pub fn filter_device(
+    py: Python<'_>,
+    call: Call,
+    arrays: (Borrowed, Borrowed),
+    shape: Vec<usize>,
+    place: (usize, u64),
+) -> PyResult<()> {
+    let (device, stream) = place;
+    let (input, output) = (&arrays.0, &arrays.1);
+    py.detach(|| {
+        let engine = engine(device)?;
+        let types = (input.dtype.as_str(), output.dtype.as_str());
+        crate::element_pairs!(types, run_typed(engine, call, (input, output), &shape, stream))
+    })
+}
