@@ -38,7 +38,7 @@ fn filters<T: Random, D: DeviceDim>(rng: &mut StdRng, engine: &Engine, input: &A
         let axis = rng.random_range(0..ndim) as isize;
         let sigma = [0.8, 2.0][rng.random_range(0..2)];
         let shifted = NdOptions {
-            origin: PerAxis::Each((0..ndim).map(|_| rng.random_range(-1..=1)).collect()),
+            origin: PerAxis::Each((0..ndim).map(|_| rng.random_range(-1i64..=1) as isize).collect()),
             ..options.clone()
         };
         let mut cube_shape = vec![3; ndim];

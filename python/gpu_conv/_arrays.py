@@ -101,6 +101,25 @@ def is_device_array(array) -> bool:
     return hasattr(array, "__cuda_array_interface__")
 
 
+# DLPack's device type of CUDA memory.
+_DLPACK_CUDA = 2
+
+
+def is_dlpack_device_array(array) -> bool:
+    """Whether ``array`` is a CUDA array that only DLPack exports (a JAX array, say)."""
+    device = getattr(array, "__dlpack_device__", None)
+    return device is not None and not is_device_array(array) and device()[0] == _DLPACK_CUDA
+
+
+def from_dlpack_like(array, result):
+    """``result`` (a CuPy array) as an array of ``array``'s library, through DLPack, no copy."""
+    import importlib
+
+    root = importlib.import_module(_module_of(array))
+    module = getattr(root, "numpy", root) if not hasattr(root, "from_dlpack") else root
+    return module.from_dlpack(result)
+
+
 def device_of(array) -> int:
     """The ordinal of the GPU that holds ``array``."""
     if is_torch(array):

@@ -60,7 +60,7 @@ def _call(op: str, **fields) -> dict:
 
 def _input(input):
     """The input as an array: a device array as it is, anything else through NumPy."""
-    if _arrays.is_device_array(input):
+    if _arrays.is_device_array(input) or _arrays.is_dlpack_device_array(input):
         return input
     array = np.asarray(input)
     if array.dtype.kind == "c":
@@ -156,6 +156,13 @@ def _on_device(input, output, call: dict):
 def _filter(input, output, call: dict):
     if _arrays.is_device_array(input):
         return _on_device(input, output, call)
+    if _arrays.is_dlpack_device_array(input):
+        import cupy
+
+        if output is not None and hasattr(output, "__dlpack__"):
+            output = cupy.from_dlpack(output)
+        result = _on_device(cupy.from_dlpack(input), output, call)
+        return _arrays.from_dlpack_like(input, result)
     return _on_host(input, output, call)
 
 

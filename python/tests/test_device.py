@@ -84,3 +84,15 @@ def test_torch_tensors():
     out = gc.uniform_filter(half, 3)
     assert out.dtype == torch.bfloat16
     close(out.float().cpu().numpy(), sp.uniform_filter(half.float().cpu().numpy().astype(np.float64), 3), 1e-2)
+
+
+def test_dlpack_only_arrays():
+    jax = pytest.importorskip("jax")
+    jnp = pytest.importorskip("jax.numpy")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    host = np.random.default_rng().standard_normal((50, 70)).astype(np.float32)
+    x = jax.device_put(jnp.asarray(host), jax.devices("gpu")[0])
+    ours = gc.gaussian_filter(x, 1.5)
+    assert type(ours).__module__.startswith("jax")
+    close(np.asarray(ours), sp.gaussian_filter(host.astype(np.float64), 1.5))
