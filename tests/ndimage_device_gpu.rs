@@ -81,15 +81,17 @@ fn filters<T: Random, D: DeviceDim>(rng: &mut StdRng, engine: &Engine, input: &A
             ),
         ];
         for (name, run, expected) in cases {
-            let mut target = engine.upload(&poison).unwrap();
-            run(&source, &mut target).unwrap();
-            let got = engine.download(&target).unwrap();
             let what = format!(
                 "{name} of device {} {:?} ({}D type), axis {axis}, {mode:?}",
                 T::NAME,
                 input.shape(),
                 D::NDIM.map_or("dyn".into(), |n| n.to_string())
             );
+            let mut target = engine.upload(&poison).unwrap();
+            run(&source, &mut target).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = engine
+                .download(&target)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
             check(got.view(), expected.unwrap().view(), scale(input) * 16.0, &what);
         }
     }
@@ -146,4 +148,47 @@ fn device_calls_chain_and_refuse_mismatched_operands() {
     let got = engine.download(&b).unwrap();
     let expected = cpu::sobel(&input, 0, &options).unwrap();
     check(got.view(), expected.view(), 16.0, "sobel after the errors");
+}
+
+/// Images with channels last, filtered along their two image axes (a sigma of 0, or `axes`,
+/// leaving the channels alone: the fused separable kernel over interleaved channels), on the
+/// host and on the device, in `f32` and `u8`.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn channels_last_images_match_the_reference() {
+    let (mut rng, _) = rng("nd channels last");
+    let engine = Engine::new().expect("GPU tests need a CUDA GPU");
+    let nd = engine.ndimage();
+    fn both<T: Random>(rng: &mut StdRng, engine: &Engine, shape: &[usize]) {
+        let nd = engine.ndimage();
+        let input: ArrayD<T> = random_array(rng, IxDyn(shape));
+        let n = shape.len() as isize;
+        for mode in all_modes() {
+            let image_axes = NdOptions {
+                mode: mode.into(),
+                axes: Some(vec![n - 3, n - 2]),
+                ..Default::default()
+            };
+            let sigma = PerAxis::Each(vec![2.0, 1.5]);
+            let expected = cpu::gaussian_filter(&input, sigma.clone(), 0, &image_axes).unwrap();
+            let host = nd.gaussian_filter(&input, sigma.clone(), 0, &image_axes).unwrap();
+            let what = format!("{} {shape:?} {mode:?}", T::NAME);
+            check(host.view(), expected.view(), scale(&input) * 16.0, &format!("host {what}"));
+            let source = engine.upload(&input).unwrap();
+            let mut target = engine.alloc_device::<T, _>(source.raw_dim()).unwrap();
+            nd.gaussian_filter_into(&source, sigma, 0, &image_axes, &mut target)
+                .unwrap();
+            let device = engine.download(&target).unwrap();
+            check(device.view(), expected.view(), scale(&input) * 16.0, &format!("device {what}"));
+        }
+    }
+    both::<f32>(&mut rng, &engine, &[123, 200, 3]);
+    both::<u8>(&mut rng, &engine, &[64, 81, 4]);
+    both::<f32>(&mut rng, &engine, &[3, 40, 52, 3]);
+    // A sigma of 0 on the channels is the same filter.
+    let input: ArrayD<f32> = random_array(&mut rng, IxDyn(&[50, 60, 3]));
+    let options = NdOptions::default();
+    let zero = nd.gaussian_filter(&input, [2.0, 2.0, 0.0], 0, &options).unwrap();
+    let expected = cpu::gaussian_filter(&input, [2.0, 2.0, 0.0], 0, &options).unwrap();
+    check(zero.view(), expected.view(), 16.0, "sigma (2, 2, 0)");
 }

@@ -95,27 +95,42 @@ def is_torch(array) -> bool:
 
 
 def is_device_array(array) -> bool:
-    """Whether ``array`` lives on a GPU: a CUDA Array Interface or a CUDA tensor."""
+    """Whether ``array`` is a CuPy array or a PyTorch CUDA tensor (filtered as it is)."""
     if is_torch(array):
         return array.is_cuda
-    return hasattr(array, "__cuda_array_interface__")
+    return _module_of(array) == "cupy" and hasattr(array, "__cuda_array_interface__")
 
 
 # DLPack's device type of CUDA memory.
 _DLPACK_CUDA = 2
 
 
-def is_dlpack_device_array(array) -> bool:
-    """Whether ``array`` is a CUDA array that only DLPack exports (a JAX array, say)."""
+def is_foreign_device_array(array) -> bool:
+    """Whether ``array`` is another library's CUDA array (a JAX array, say), which DLPack or
+    the CUDA Array Interface lends as a CuPy array."""
+    if is_torch(array) or _module_of(array) in ("cupy", "numpy"):
+        return False
     device = getattr(array, "__dlpack_device__", None)
-    return device is not None and not is_device_array(array) and device()[0] == _DLPACK_CUDA
+    if device is not None:
+        return device()[0] == _DLPACK_CUDA
+    return hasattr(array, "__cuda_array_interface__")
+
+
+def as_cupy(array):
+    """A CuPy view of another library's CUDA array, without a copy."""
+    import cupy
+
+    if hasattr(array, "__dlpack__"):
+        return cupy.from_dlpack(array)
+    return cupy.asarray(array)
 
 
 def from_dlpack_like(array, result):
     """``result`` (a CuPy array) as an array of ``array``'s library, through DLPack, no copy."""
     import importlib
 
-    root = importlib.import_module(_module_of(array))
+    name = _module_of(array)
+    root = importlib.import_module("jax" if name == "jaxlib" else name)
     module = getattr(root, "numpy", root) if not hasattr(root, "from_dlpack") else root
     return module.from_dlpack(result)
 
@@ -146,16 +161,25 @@ def caller_stream(array) -> int:
 class DeviceKind:
     """The array library of a device input: makes, converts and copies its arrays."""
 
-    def __init__(self, like):
-        self.torch = is_torch(like)
-        if self.torch:
-            import torch
-
-            self.lib = torch
+    def __init__(self, torch: bool):
+        self.torch = torch
+        if torch:
+            import torch as lib
         else:
-            import cupy
+            import cupy as lib
+        self.lib = lib
 
-            self.lib = cupy
+    @staticmethod
+    def of(array) -> "DeviceKind":
+        """The kind of ``array`` (made once per library)."""
+        torch = is_torch(array)
+        kind = _KINDS.get(torch)
+        if kind is None:
+            kind = _KINDS[torch] = DeviceKind(torch)
+        return kind
+
+
+_KINDS: dict = {}
 
     def dtype(self, name: str):
         if self.torch:
@@ -165,6 +189,8 @@ class DeviceKind:
     def empty(self, shape, name: str, like):
         if self.torch:
             return self.lib.empty(tuple(shape), dtype=self.dtype(name), device=like.device)
+        if like.device.id == self.lib.cuda.runtime.getDevice():
+            return self.lib.empty(shape, dtype=name)
         with like.device:
             return self.lib.empty(shape, dtype=name)
 
@@ -195,7 +221,12 @@ class DeviceKind:
     def address(self, array) -> int:
         if self.torch:
             return int(array.data_ptr())
-        return int(array.__cuda_array_interface__["data"][0])
+        return int(array.data.ptr)
+
+    def nbytes(self, array) -> int:
+        if self.torch:
+            return array.numel() * array.element_size()
+        return array.nbytes
 
     def copy_into(self, target, source):
         if self.torch:

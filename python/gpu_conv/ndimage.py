@@ -60,7 +60,7 @@ def _call(op: str, **fields) -> dict:
 
 def _input(input):
     """The input as an array: a device array as it is, anything else through NumPy."""
-    if _arrays.is_device_array(input) or _arrays.is_dlpack_device_array(input):
+    if _arrays.is_device_array(input) or _arrays.is_foreign_device_array(input):
         return input
     array = np.asarray(input)
     if array.dtype.kind == "c":
@@ -113,12 +113,11 @@ def _on_host(input: np.ndarray, output, call: dict):
 
 def _overlap(kind, a, b) -> bool:
     start_a, start_b = kind.address(a), kind.address(b)
-    size = lambda x: x.nbytes if not kind.torch else x.numel() * x.element_size()  # noqa: E731
-    return start_a < start_b + size(b) and start_b < start_a + size(a)
+    return start_a < start_b + kind.nbytes(b) and start_b < start_a + kind.nbytes(a)
 
 
 def _on_device(input, output, call: dict):
-    kind = _arrays.DeviceKind(input)
+    kind = _arrays.DeviceKind.of(input)
     device = _arrays.device_of(input)
     shape = tuple(input.shape)
     out_name = _output_type(output, input)
@@ -134,10 +133,11 @@ def _on_device(input, output, call: dict):
         source = kind.astype(source, plan.work_in)
     if not kind.is_contiguous(source):
         source = kind.contiguous(source)
+    empty = kind.nbytes(source) == 0
     direct = (
         plan.work_out == out_name
         and kind.is_contiguous(result)
-        and not (source.size if not kind.torch else source.numel()) == 0
+        and not empty
         and not _overlap(kind, source, result)
     )
     target = result if direct else kind.empty(shape, plan.work_out, input)
@@ -145,7 +145,7 @@ def _on_device(input, output, call: dict):
         {"address": kind.address(source), "dtype": plan.work_in},
         {"address": kind.address(target), "dtype": plan.work_out},
     )
-    if (source.size if not kind.torch else source.numel()) > 0:
+    if not empty:
         stream = _arrays.caller_stream(input)
         _native.filter_device(call, arrays, list(shape), (device, stream))
     if target is not result:
@@ -156,12 +156,10 @@ def _on_device(input, output, call: dict):
 def _filter(input, output, call: dict):
     if _arrays.is_device_array(input):
         return _on_device(input, output, call)
-    if _arrays.is_dlpack_device_array(input):
-        import cupy
-
-        if output is not None and hasattr(output, "__dlpack__"):
-            output = cupy.from_dlpack(output)
-        result = _on_device(cupy.from_dlpack(input), output, call)
+    if _arrays.is_foreign_device_array(input):
+        if _arrays.is_foreign_device_array(output):
+            output = _arrays.as_cupy(output)
+        result = _on_device(_arrays.as_cupy(input), output, call)
         return _arrays.from_dlpack_like(input, result)
     return _on_host(input, output, call)
 

@@ -361,20 +361,21 @@ impl Session<'_> {
     }
 
     /// Enqueues on the session's stream the correlation of each of the `images` of `height x
-    /// width` (`f32`, rows without padding, one image after the other), on its own, with the
+    /// width` with `channels` interleaved channels (`f32`, rows without padding, one image
+    /// after the other), each channel on its own, with the
     /// rank-1 square mask `column x row` (taps in correlation order, `top` and `left` of them
     /// before the output position): the wide separable kernel, both passes fused, one grid
     /// plane per image, from `input` into `output`. The N-D filters' terms along the last two
     /// axes take it (a Gaussian, Sobel, uniform filter) instead of two axis passes through a
     /// temporary. Returns `false`, enqueuing nothing, where no wide separable kernel is
-    /// compiled for the taps, `width` is not a multiple of 4 or the images exceed a grid's
-    /// planes.
+    /// compiled for the taps and channels, a row is not a multiple of 4 elements or the images
+    /// exceed a grid's planes.
     ///
     /// # Errors
     /// As [`Session::enqueue_planned`].
     pub(crate) fn enqueue_separable(
         &self,
-        [images, height, width]: [usize; 3],
+        ([images, height, width], channels): ([usize; 3], usize),
         [(column, top), (row, left)]: [(&[f32], usize); 2],
         (mode, clamp): (BoundaryMode, (f32, f32)),
         input: &CudaView<'_, u8>,
@@ -382,7 +383,7 @@ impl Session<'_> {
     ) -> Result<bool> {
         let side = column.len();
         if row.len() != side
-            || !separable::has_wide_kernel((side, side), 1)
+            || !separable::has_wide_kernel((side, side), channels)
             || images > MAX_GRID_PLANES
         {
             return Ok(false);
@@ -395,8 +396,12 @@ impl Session<'_> {
             top,
             left,
         };
-        let shape = ImageShape::unpadded(height, width);
-        let plan = separable::plan(self.device(), (side, side), 1, None)?;
+        let shape = ImageShape {
+            channels,
+            pitch: width * channels,
+            ..ImageShape::unpadded(height, width)
+        };
+        let plan = separable::plan(self.device(), (side, side), channels, None)?;
         self.enqueue_planned(&plan, (images, shape), &mask, (mode, clamp), input, output)
     }
 

@@ -14,7 +14,9 @@ use crate::layout::{check_output, copy_into_view, row_major};
 use crate::options::BoundaryMode;
 use crate::session::Session;
 use crate::staging::memory_error;
+use crate::conv2d::Conv2dOptions;
 use crate::device_array::{DeviceArray, DeviceDim};
+use ndarray::{Array2, Ix2};
 use cudarc::driver::sys::{self, CUevent_flags, CUmemorytype};
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr,
@@ -128,6 +130,39 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Correlates (or, with `flip`, convolves) the 2D device array `input` into `output` with
+    /// the 2D designs, which read rows on 128-byte boundaries: a contiguous array of rows
+    /// off those boundaries goes through padded temporaries.
+    pub(crate) fn plane_device<T, O, D>(
+        &self,
+        input: &DeviceArray<D, T>,
+        work: (&Array2<T::Real>, &Conv2dOptions, bool),
+        output: &mut DeviceArray<D, O>,
+    ) -> Result<()>
+    where
+        T: Element,
+        O: Element<Real = T::Real>,
+        D: DeviceDim,
+    {
+        self.check_pair(input, output)?;
+        let (height, width) = (input.shape()[0], input.shape()[1]);
+        if input.pitch == Ix2::pitch(width) || input.is_empty() {
+            return self.image2d_device(input, (height, width, 1), work, output);
+        }
+        let mut padded_input = self.alloc_device::<T, _>(Ix2(height, width))?;
+        let mut padded_output = self.alloc_device::<O, _>(Ix2(height, width))?;
+        let rows_of = |size: usize| (height, width * size, padded_input.pitch * size);
+        let stream = &self.stream;
+        let input_rows = rows_of(size_of::<T>());
+        copy_device_rows(stream, &input.data, &mut padded_input.data, input_rows, false)?;
+        let image = (height, width, 1);
+        self.image2d_device(&padded_input, image, work, &mut padded_output)?;
+        let output_rows = rows_of(size_of::<O>());
+        copy_device_rows(stream, &padded_output.data, &mut output.data, output_rows, true)
+    }
+}
+
 /// Enqueues on `stream` a copy of `rows` rows of `row_bytes` between a contiguous buffer and
 /// one of rows `pitch_bytes` apart: from the padded rows of `source` into `target` (`pack`), or
 /// from `source` into the padded rows of `target`.
@@ -189,12 +224,14 @@ fn only_pass(term: &[Pass], axis: usize) -> Option<&Pass> {
     passes.next().filter(|_| passes.next().is_none())
 }
 
-/// A term's passes along the last two axes of an `f32` array, which one 2D separable kernel
-/// runs over each of the array's `planes` images of `height x width` (`size`): its column
-/// pass (axis `n - 2`) and row pass (axis `n - 1`), with one mode and as many taps; `rest`, the
-/// term's passes along the other axes, run after it.
+/// A term's passes along the two axes of the images of an `f32` array, which one 2D
+/// separable kernel runs over each of the array's `planes` images of `height x width`
+/// (`size`) with `channels` interleaved channels: the last two axes (one channel), or the two
+/// before a last axis of channels that no pass filters. Its column pass and row pass have one
+/// mode and as many taps; `rest`, the term's passes along the axes before, run after it.
 struct FusedTerm<'a> {
     size: [usize; 3],
+    channels: usize,
     column: &'a Pass,
     row: &'a Pass,
     rest: Vec<&'a Pass>,
@@ -202,34 +239,40 @@ struct FusedTerm<'a> {
 
 /// `term` over an array of `shape` as a [`FusedTerm`], where the wide separable kernel takes
 /// it: an `R = f32` array of 2 or more axes, rows of a multiple of 4 elements, at most a grid's
-/// planes of images; one pass along each of the last two axes, with one mode and as many
-/// taps, a wide separable kernel compiled for them; no constant other than zero in the term
-/// (one 2D pass extends the image as two passes do except there, where the second of two
-/// passes reads the constant unfiltered, and the passes then run in another order).
+/// planes of images; one pass along each of the image axes, with one mode and as many taps, a
+/// wide separable kernel compiled for them and the channels; no constant other than zero in
+/// the term (one 2D pass extends the image as two passes do except there, where the second of
+/// two passes reads the constant unfiltered, and the passes then run in another order).
 fn fused_term<'a, R: Real>(shape: &[usize], term: &'a [Pass]) -> Option<FusedTerm<'a>> {
     let n = shape.len();
     if R::NAME != "f32" || n < 2 {
         return None;
     }
     let along = |axis| only_pass(term, axis);
-    let (column, row) = (along(n - 2)?, along(n - 1)?);
+    // Channels last: no pass along the last axis, and a kernel for that many channels.
+    let channels_last = n >= 3
+        && !term.iter().any(|pass| pass.axis == n - 1)
+        && matches!(shape[n - 1], 3 | 4);
+    let (first, channels) = if channels_last { (n - 3, shape[n - 1]) } else { (n - 2, 1) };
+    let (column, row) = (along(first)?, along(first + 1)?);
     let nonzero_constant = term
         .iter()
         .any(|pass| matches!(pass.mode, BoundaryMode::Constant(c) if c != 0.0));
-    let [height, width] = [shape[n - 2], shape[n - 1]];
-    let planes = shape[..n - 2].iter().product::<usize>();
+    let [height, width] = [shape[first], shape[first + 1]];
+    let planes = shape[..first].iter().product::<usize>();
     let side = row.taps.len();
     let fits = column.mode == row.mode
         && !nonzero_constant
         && column.taps.len() == side
-        && width.is_multiple_of(4)
+        && (width * channels).is_multiple_of(4)
         && planes <= conv2d::MAX_GRID_PLANES
-        && conv2d::has_wide_separable_kernel((side, side), 1);
+        && conv2d::has_wide_separable_kernel((side, side), channels);
     fits.then(|| FusedTerm {
         size: [planes, height, width],
+        channels,
         column,
         row,
-        rest: term.iter().filter(|pass| pass.axis < n - 2).collect(),
+        rest: term.iter().filter(|pass| pass.axis < first).collect(),
     })
 }
 
@@ -296,7 +339,7 @@ impl Session<'_> {
         let taps = |pass: &Pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>();
         let (column, row) = (taps(term.column), taps(term.row));
         let fused = self.enqueue_separable(
-            term.size,
+            (term.size, term.channels),
             [(&column, term.column.left), (&row, term.row.left)],
             (term.row.mode, clamp),
             source,
@@ -349,7 +392,8 @@ impl Session<'_> {
         target: &mut CudaViewMut<'_, u8>,
     ) -> Result<bool> {
         let anchor = (a.column.left, a.row.left);
-        if a.row.mode != b.row.mode || anchor != (b.column.left, b.row.left) {
+        let one_channel = a.channels == 1 && b.channels == 1;
+        if !one_channel || a.row.mode != b.row.mode || anchor != (b.column.left, b.row.left) {
             return Ok(false);
         }
         let taps = |pass: &Pass| pass.taps.iter().map(|&w| w as f32).collect::<Vec<_>>();

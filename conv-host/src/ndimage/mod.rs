@@ -390,8 +390,8 @@ impl Ndimage<'_> {
                 flip,
             } => {
                 let mask = mask.mapv(T::Real::from_f64);
-                let image = (shape[0], shape[1], 1);
-                engine.image2d_device(input, image, (&mask, &options, flip), output)
+                let work = (&mask, &options, flip);
+                engine.plane_device(input, work, output)
             }
             Dense::Volume {
                 shape: volume,
