@@ -3,6 +3,7 @@ their element types, and the plan of which types the engine computes in."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from dataclasses import dataclass
@@ -23,13 +24,25 @@ EXACT_IN = {"int8": "float32", "int16": "float32", "int32": "float64", "uint32":
 INTEGER = {"uint8", "uint16", "int8", "int16", "int32", "uint32", "int64", "uint64"}
 
 
+# Names of the element types seen so far, by type object (NumPy's name is slow to make).
+_NAMES: dict = {}
+
+
 def dtype_name(dtype: object) -> str:
     """NumPy's name of a NumPy, ml_dtypes or PyTorch element type."""
+    try:
+        return _NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
     name = str(dtype)
     if name.startswith("torch."):
         name = name[len("torch."):]
     else:
         name = np.dtype(dtype).name
+    try:
+        _NAMES[dtype] = name
+    except TypeError:
+        pass
     return name
 
 
@@ -56,6 +69,7 @@ class Plan:
 WIDE_OUT = {"int64": "float64", "uint64": "float64"}
 
 
+@functools.lru_cache(maxsize=None)
 def plan(input_type: str, output_type: str) -> Plan:
     """Which types the engine runs a call from ``input_type`` into ``output_type`` in."""
     if input_type not in NATIVE and input_type not in EXACT_IN:
@@ -86,8 +100,16 @@ def rounded(values, name: str, xp):
 # Device arrays.
 
 
+# The top-level module of each array type seen so far.
+_MODULES: dict = {}
+
+
 def _module_of(array) -> str:
-    return type(array).__module__.split(".")[0]
+    kind = type(array)
+    name = _MODULES.get(kind)
+    if name is None:
+        name = _MODULES[kind] = kind.__module__.split(".")[0]
+    return name
 
 
 def is_torch(array) -> bool:
@@ -158,6 +180,10 @@ def caller_stream(array) -> int:
     return int(stream) if stream is not None else 0
 
 
+# The kind of each array library, by whether it is PyTorch.
+_KINDS: dict = {}
+
+
 class DeviceKind:
     """The array library of a device input: makes, converts and copies its arrays."""
 
@@ -177,9 +203,6 @@ class DeviceKind:
         if kind is None:
             kind = _KINDS[torch] = DeviceKind(torch)
         return kind
-
-
-_KINDS: dict = {}
 
     def dtype(self, name: str):
         if self.torch:

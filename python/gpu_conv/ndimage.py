@@ -65,6 +65,8 @@ def _input(input):
     array = np.asarray(input)
     if array.dtype.kind == "c":
         raise TypeError("Complex type not supported")
+    if not array.dtype.isnative:
+        array = array.astype(array.dtype.newbyteorder("="))
     return array
 
 

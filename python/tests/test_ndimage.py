@@ -150,6 +150,11 @@ def test_any_layout_of_input():
         close(gc.gaussian_filter(x, 1.2, mode="mirror"), sp.gaussian_filter(x.astype(np.float64), 1.2, mode="mirror"))
 
 
+def test_big_endian_input():
+    x = rng().standard_normal((10, 11)).astype(">f8")
+    close(gc.sobel(x, 0), sp.sobel(x, 0), 1e-12)
+
+
 def test_lists_are_arrays():
     close(gc.correlate1d([1.0, 2.0, 3.0, 4.0], [1.0, 1.0, 1.0]), sp.correlate1d(np.array([1.0, 2.0, 3.0, 4.0]), [1.0, 1.0, 1.0]))
 
