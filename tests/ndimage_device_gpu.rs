@@ -38,7 +38,11 @@ fn filters<T: Random, D: DeviceDim>(rng: &mut StdRng, engine: &Engine, input: &A
         let axis = rng.random_range(0..ndim) as isize;
         let sigma = [0.8, 2.0][rng.random_range(0..2)];
         let shifted = NdOptions {
-            origin: PerAxis::Each((0..ndim).map(|_| rng.random_range(-1i64..=1) as isize).collect()),
+            origin: PerAxis::Each(
+                (0..ndim)
+                    .map(|_| rng.random_range(-1i64..=1) as isize)
+                    .collect(),
+            ),
             ..options.clone()
         };
         let mut cube_shape = vec![3; ndim];
@@ -92,7 +96,12 @@ fn filters<T: Random, D: DeviceDim>(rng: &mut StdRng, engine: &Engine, input: &A
             let got = engine
                 .download(&target)
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
-            check(got.view(), expected.unwrap().view(), scale(input) * 16.0, &what);
+            check(
+                got.view(),
+                expected.unwrap().view(),
+                scale(input) * 16.0,
+                &what,
+            );
         }
     }
 }
@@ -129,21 +138,23 @@ fn device_calls_chain_and_refuse_mismatched_operands() {
     let a = engine.upload(&input).unwrap();
     let mut b = engine.alloc_device::<f32, _>(a.raw_dim()).unwrap();
     let mut c = engine.alloc_device::<f32, _>(a.raw_dim()).unwrap();
-    nd.gaussian_filter_into(&a, 1.5, 0, &options, &mut b).unwrap();
+    nd.gaussian_filter_into(&a, 1.5, 0, &options, &mut b)
+        .unwrap();
     nd.laplace_into(&b, &options, &mut c).unwrap();
     let got = engine.download(&c).unwrap();
     let smooth = cpu::gaussian_filter(&input, 1.5, 0, &options).unwrap();
     let expected = cpu::laplace(&smooth, &options).unwrap();
     check(got.view(), expected.view(), 64.0, "gaussian then laplace");
-    let mut wrong = engine
-        .alloc_device::<f32, _>(IxDyn(&[33, 64, 21]))
-        .unwrap();
+    let mut wrong = engine.alloc_device::<f32, _>(IxDyn(&[33, 64, 21])).unwrap();
     let error = nd.sobel_into(&a, 0, &options, &mut wrong).unwrap_err();
     assert!(matches!(error, ConvError::ShapeMismatch { .. }), "{error}");
     let error = nd
         .gaussian_filter_into(&a, -1.0, 0, &options, &mut b)
         .unwrap_err();
-    assert!(matches!(error, ConvError::InvalidParameter { name: "sigma", .. }), "{error}");
+    assert!(
+        matches!(error, ConvError::InvalidParameter { name: "sigma", .. }),
+        "{error}"
+    );
     nd.sobel_into(&a, 0, &options, &mut b).unwrap();
     let got = engine.download(&b).unwrap();
     let expected = cpu::sobel(&input, 0, &options).unwrap();
@@ -171,15 +182,27 @@ fn channels_last_images_match_the_reference() {
             };
             let sigma = PerAxis::Each(vec![2.0, 1.5]);
             let expected = cpu::gaussian_filter(&input, sigma.clone(), 0, &image_axes).unwrap();
-            let host = nd.gaussian_filter(&input, sigma.clone(), 0, &image_axes).unwrap();
+            let host = nd
+                .gaussian_filter(&input, sigma.clone(), 0, &image_axes)
+                .unwrap();
             let what = format!("{} {shape:?} {mode:?}", T::NAME);
-            check(host.view(), expected.view(), scale(&input) * 16.0, &format!("host {what}"));
+            check(
+                host.view(),
+                expected.view(),
+                scale(&input) * 16.0,
+                &format!("host {what}"),
+            );
             let source = engine.upload(&input).unwrap();
             let mut target = engine.alloc_device::<T, _>(source.raw_dim()).unwrap();
             nd.gaussian_filter_into(&source, sigma, 0, &image_axes, &mut target)
                 .unwrap();
             let device = engine.download(&target).unwrap();
-            check(device.view(), expected.view(), scale(&input) * 16.0, &format!("device {what}"));
+            check(
+                device.view(),
+                expected.view(),
+                scale(&input) * 16.0,
+                &format!("device {what}"),
+            );
         }
     }
     both::<f32>(&mut rng, &engine, &[123, 200, 3]);
@@ -188,7 +211,9 @@ fn channels_last_images_match_the_reference() {
     // A sigma of 0 on the channels is the same filter.
     let input: ArrayD<f32> = random_array(&mut rng, IxDyn(&[50, 60, 3]));
     let options = NdOptions::default();
-    let zero = nd.gaussian_filter(&input, [2.0, 2.0, 0.0], 0, &options).unwrap();
+    let zero = nd
+        .gaussian_filter(&input, [2.0, 2.0, 0.0], 0, &options)
+        .unwrap();
     let expected = cpu::gaussian_filter(&input, [2.0, 2.0, 0.0], 0, &options).unwrap();
     check(zero.view(), expected.view(), 16.0, "sigma (2, 2, 0)");
 }

@@ -16,11 +16,10 @@ use crate::session::Session;
 use crate::staging::{SlotBytes, memory_error};
 use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
 use ndarray::{
-    Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, IxDyn, RemoveAxis,
-    Slice,
+    Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, IxDyn, RemoveAxis, Slice,
 };
-use std::mem::ManuallyDrop;
 use rayon::prelude::*;
+use std::mem::ManuallyDrop;
 
 /// Rows of device images start on 128-byte boundaries, so every row starts on a memory
 /// transaction (the textbook's padded format, Fig. 7.15).

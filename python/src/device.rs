@@ -38,7 +38,9 @@ fn run_typed<T: Element, O: Element<Real = T::Real>>(
     let (source, mut target) = (source.map_err(to_py_error)?, target.map_err(to_py_error)?);
     // SAFETY: `stream` is the caller's current stream of the device's primary context.
     unsafe { engine.wait_for_stream(stream) }.map_err(to_py_error)?;
-    let result = op.run(engine, &source, &options, &mut target).map_err(to_py_error);
+    let result = op
+        .run(engine, &source, &options, &mut target)
+        .map_err(to_py_error);
     // SAFETY: as above; the caller's later work waits for this call's, error or not.
     let ordered = unsafe { engine.signal_stream(stream) }.map_err(to_py_error);
     result.and(ordered)
@@ -59,6 +61,9 @@ pub fn filter_device(
     py.detach(|| {
         let engine = engine(device)?;
         let types = (input.dtype.as_str(), output.dtype.as_str());
-        crate::element_pairs!(types, run_typed(engine, call, (input, output), &shape, stream))
+        crate::element_pairs!(
+            types,
+            run_typed(engine, call, (input, output), &shape, stream)
+        )
     })
 }

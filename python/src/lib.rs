@@ -43,7 +43,9 @@ fn engine(ordinal: usize) -> PyResult<&'static Engine> {
     static ENGINES: OnceLock<Mutex<HashMap<usize, Result<&'static Engine, String>>>> =
         OnceLock::new();
     let engines = ENGINES.get_or_init(Default::default);
-    let mut engines = engines.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut engines = engines
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let entry = engines.entry(ordinal).or_insert_with(|| {
         Engine::with_device(ordinal)
             .map(|engine| &*Box::leak(Box::new(engine)))

@@ -140,20 +140,35 @@ impl Call {
 macro_rules! each_op {
     ($op:expr, $call:ident) => {
         match $op {
-            Op::Correlate1d { weights, axis } => $call!(correlate1d, correlate1d_into, weights, *axis),
+            Op::Correlate1d { weights, axis } => {
+                $call!(correlate1d, correlate1d_into, weights, *axis)
+            }
             Op::Convolve1d { weights, axis } => $call!(convolve1d, convolve1d_into, weights, *axis),
             Op::Correlate { weights } => $call!(correlate, correlate_into, weights),
             Op::Convolve { weights } => $call!(convolve, convolve_into, weights),
             Op::GaussianFilter1d { sigma, axis, order } => {
-                $call!(gaussian_filter1d, gaussian_filter1d_into, *sigma, *axis, *order)
+                $call!(
+                    gaussian_filter1d,
+                    gaussian_filter1d_into,
+                    *sigma,
+                    *axis,
+                    *order
+                )
             }
             Op::GaussianFilter { sigma, order } => {
-                $call!(gaussian_filter, gaussian_filter_into, per_axis(sigma), per_axis(order))
+                $call!(
+                    gaussian_filter,
+                    gaussian_filter_into,
+                    per_axis(sigma),
+                    per_axis(order)
+                )
             }
             Op::UniformFilter1d { size, axis } => {
                 $call!(uniform_filter1d, uniform_filter1d_into, *size, *axis)
             }
-            Op::UniformFilter { size } => $call!(uniform_filter, uniform_filter_into, per_axis(size)),
+            Op::UniformFilter { size } => {
+                $call!(uniform_filter, uniform_filter_into, per_axis(size))
+            }
             Op::Sobel { axis } => $call!(sobel, sobel_into, *axis),
             Op::Prewitt { axis } => $call!(prewitt, prewitt_into, *axis),
             Op::Laplace => $call!(laplace, laplace_into),
@@ -186,7 +201,11 @@ impl Op {
     }
 
     /// The operation's f64 CPU twin on `input`.
-    pub fn reference<S>(&self, input: &ArrayBase<S, IxDyn>, options: &NdOptions) -> Result<ArrayD<f64>>
+    pub fn reference<S>(
+        &self,
+        input: &ArrayBase<S, IxDyn>,
+        options: &NdOptions,
+    ) -> Result<ArrayD<f64>>
     where
         S: Data<Elem: Element>,
     {

@@ -2,8 +2,8 @@
 //! them (an axis pass in 1D, the 2D designs in 2D, the 3D kernel for volumes and batches).
 
 use super::filters::filtered_axes;
-use super::{NdOptions, PerAxis};
 use super::filters::{Filter, Terms};
+use super::{NdOptions, PerAxis};
 use crate::axis::Pass;
 use crate::conv2d::Conv2dOptions;
 use crate::conv3d::{Mask3d, VolumeShape};

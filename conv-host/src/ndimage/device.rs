@@ -6,7 +6,9 @@ use super::filters::{Filter, Terms};
 use crate::abi::{TERMS_MAGNITUDE, TERMS_SUM};
 use crate::axis::{Combine, Pass};
 use crate::conv2d;
+use crate::conv2d::Conv2dOptions;
 use crate::conv3d;
+use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
@@ -14,13 +16,11 @@ use crate::layout::{check_output, copy_into_view, row_major};
 use crate::options::BoundaryMode;
 use crate::session::Session;
 use crate::staging::memory_error;
-use crate::conv2d::Conv2dOptions;
-use crate::device_array::{DeviceArray, DeviceDim};
-use ndarray::{Array2, Ix2};
 use cudarc::driver::sys::{self, CUevent_flags, CUmemorytype};
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DevicePtrMut, DeviceRepr,
 };
+use ndarray::{Array2, Ix2};
 use ndarray::{ArrayBase, ArrayView1, ArrayViewMut, ArrayViewMut1, Data, Dimension, Ix1};
 
 /// The clamp bounds that leave a value alone (passes before a filter's last).
@@ -114,16 +114,21 @@ impl Engine {
             return session.between_arrays(&input.data, &mut output.data, extent, run);
         }
         let stream = &self.stream;
-        let failed = |bytes: usize| {
-            move |error| memory_error(stream.context(), error, bytes, "temporary")
-        };
+        let failed =
+            |bytes: usize| move |error| memory_error(stream.context(), error, bytes, "temporary");
         let (input_bytes, output_bytes) = (len * size_of::<T>(), len * size_of::<O>());
         // SAFETY: written by the row copy or the work, in stream order, before any read.
         let mut packed_input = unsafe { stream.alloc::<T>(len) }.map_err(failed(input_bytes))?;
         // SAFETY: as above.
         let mut packed_output = unsafe { stream.alloc::<O>(len) }.map_err(failed(output_bytes))?;
         let rows_of = |size: usize| (rows, row_len * size, pitch * size);
-        copy_device_rows(stream, &input.data, &mut packed_input, rows_of(size_of::<T>()), true)?;
+        copy_device_rows(
+            stream,
+            &input.data,
+            &mut packed_input,
+            rows_of(size_of::<T>()),
+            true,
+        )?;
         session.between_arrays(&packed_input, &mut packed_output, extent, run)?;
         let output_rows = rows_of(size_of::<O>());
         copy_device_rows(stream, &packed_output, &mut output.data, output_rows, false)
@@ -155,11 +160,23 @@ impl Engine {
         let rows_of = |size: usize| (height, width * size, padded_input.pitch * size);
         let stream = &self.stream;
         let input_rows = rows_of(size_of::<T>());
-        copy_device_rows(stream, &input.data, &mut padded_input.data, input_rows, false)?;
+        copy_device_rows(
+            stream,
+            &input.data,
+            &mut padded_input.data,
+            input_rows,
+            false,
+        )?;
         let image = (height, width, 1);
         self.image2d_device(&padded_input, image, work, &mut padded_output)?;
         let output_rows = rows_of(size_of::<O>());
-        copy_device_rows(stream, &padded_output.data, &mut output.data, output_rows, true)
+        copy_device_rows(
+            stream,
+            &padded_output.data,
+            &mut output.data,
+            output_rows,
+            true,
+        )
     }
 }
 
@@ -250,10 +267,13 @@ fn fused_term<'a, R: Real>(shape: &[usize], term: &'a [Pass]) -> Option<FusedTer
     }
     let along = |axis| only_pass(term, axis);
     // Channels last: no pass along the last axis, and a kernel for that many channels.
-    let channels_last = n >= 3
-        && !term.iter().any(|pass| pass.axis == n - 1)
-        && matches!(shape[n - 1], 3 | 4);
-    let (first, channels) = if channels_last { (n - 3, shape[n - 1]) } else { (n - 2, 1) };
+    let channels_last =
+        n >= 3 && !term.iter().any(|pass| pass.axis == n - 1) && matches!(shape[n - 1], 3 | 4);
+    let (first, channels) = if channels_last {
+        (n - 3, shape[n - 1])
+    } else {
+        (n - 2, 1)
+    };
     let (column, row) = (along(first)?, along(first + 1)?);
     let nonzero_constant = term
         .iter()

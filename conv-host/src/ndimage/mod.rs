@@ -43,9 +43,9 @@ use crate::layout::try_filled;
 use crate::options::{BoundaryMode, Clamp};
 use bands::NdWork;
 use dense::Dense;
-use operands::sealed::{Planned, Run as _};
-pub use operands::Operands;
 use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix1, Ix2};
+pub use operands::Operands;
+use operands::sealed::{Planned, Run as _};
 
 /// A parameter given once for every axis or once per axis, as SciPy's scalar-or-sequence
 /// arguments: `2.0.into()`, `[1.0, 2.0, 2.0].into()`, `vec![..].into()`.
@@ -381,9 +381,11 @@ impl Ndimage<'_> {
         let shape = input.shape().to_vec();
         let engine = self.engine;
         match plan {
-            Dense::Line(filter) => engine.on_device_arrays(input, output, |session, source, target| {
-                NdWork::Filter(&filter).enqueue::<T::Real>(session, &shape, source, target)
-            }),
+            Dense::Line(filter) => {
+                engine.on_device_arrays(input, output, |session, source, target| {
+                    NdWork::Filter(&filter).enqueue::<T::Real>(session, &shape, source, target)
+                })
+            }
             Dense::Plane {
                 mask,
                 options,
