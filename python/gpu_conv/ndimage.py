@@ -182,22 +182,7 @@ def _weights(weights) -> np.ndarray:
     return weights
 
 
-def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
-    """Correlate ``input`` with the 1-D ``weights`` along ``axis`` (``scipy.ndimage.correlate1d``)."""
-    input = _input(input)
-    weights = _weights(weights)
-    if weights.ndim != 1 or weights.shape[0] < 1:
-        raise RuntimeError("no filter weights given")
-    axis = _args.check_axis(axis, _ndim(input))
-    origin = _args.origins(origin, [weights.shape[0]])[0]
-    return _filter(input, output, _call(
-        "correlate1d", weights=weights.tolist(), axis=axis,
-        modes=[_args.mode_name(mode)], cval=float(cval), origin=[origin],
-    ))
-
-
-def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
-    """Convolve ``input`` with the 1-D ``weights`` along ``axis`` (``scipy.ndimage.convolve1d``)."""
+def _weighted1d(op, input, weights, axis, output, mode, cval, origin):
     input = _input(input)
     weights = _weights(weights)
     if weights.ndim != 1 or weights.shape[0] < 1:
@@ -206,9 +191,19 @@ def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, o
     # Convolution's origin, mirrored, falls within the same bounds.
     origin = _args.origins(origin, [weights.shape[0]])[0]
     return _filter(input, output, _call(
-        "convolve1d", weights=weights.tolist(), axis=axis,
+        op, weights=weights.tolist(), axis=axis,
         modes=[_args.mode_name(mode)], cval=float(cval), origin=[origin],
     ))
+
+
+def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+    """Correlate ``input`` with the 1-D ``weights`` along ``axis`` (``scipy.ndimage.correlate1d``)."""
+    return _weighted1d("correlate1d", input, weights, axis, output, mode, cval, origin)
+
+
+def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
+    """Convolve ``input`` with the 1-D ``weights`` along ``axis`` (``scipy.ndimage.convolve1d``)."""
+    return _weighted1d("convolve1d", input, weights, axis, output, mode, cval, origin)
 
 
 def _dense(op, input, weights, output, mode, cval, origin, axes):
