@@ -37,6 +37,10 @@ __all__ = [
 ]
 
 
+# The most taps a mask may have (the library's MAX_MASK_TAPS_1D).
+_MAX_TAPS = 1 << 24
+
+
 def _call(op: str, **fields) -> dict:
     """The arguments of one native call, with the defaults of the fields ``op`` leaves out."""
     call = {
@@ -179,6 +183,8 @@ def _weights(weights) -> np.ndarray:
     if _arrays.is_device_array(weights):
         weights = weights.get() if hasattr(weights, "get") else weights.cpu().numpy()
     weights = np.asarray(weights, dtype=np.float64)
+    if weights.size > _MAX_TAPS:
+        raise ValueError(f"weights of {weights.size} taps: at most 2**24 are taken")
     return weights
 
 

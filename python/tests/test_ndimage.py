@@ -185,6 +185,8 @@ def test_scipys_errors():
         gc.sobel(np.arange(12).reshape(3, 4))
     with pytest.raises(TypeError, match="Complex"):
         gc.sobel(np.ones((3, 3), dtype=np.complex64))
+    with pytest.raises(ValueError, match="taps"):
+        gc.correlate1d(x, np.ones((1 << 24) + 1))
     # The library's own errors, as ValueError with its message.
     with pytest.raises(ValueError, match="sigma"):
         gc.gaussian_filter(x, -1.0)
