@@ -162,8 +162,9 @@ fn device_calls_chain_and_refuse_mismatched_operands() {
 }
 
 /// Images with channels last, filtered along their two image axes (a sigma of 0, or `axes`,
-/// leaving the channels alone: the fused separable kernel over interleaved channels), on the
-/// host and on the device, in `f32` and `u8`.
+/// leaving the channels alone: the fused separable kernel over interleaved channels, for
+/// narrow types on device arrays the one that reads and writes them), on the host and on the
+/// device, in `f32`, `u8` and `u16`.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn channels_last_images_match_the_reference() {
@@ -174,18 +175,19 @@ fn channels_last_images_match_the_reference() {
         let nd = engine.ndimage();
         let input: ArrayD<T> = random_array(rng, IxDyn(shape));
         let n = shape.len() as isize;
-        for mode in all_modes() {
+        let sigmas = [vec![2.0, 1.5], vec![2.0, 2.0]];
+        for (mode, sigma) in all_modes().into_iter().zip(sigmas.iter().cycle()) {
             let image_axes = NdOptions {
                 mode: mode.into(),
                 axes: Some(vec![n - 3, n - 2]),
                 ..Default::default()
             };
-            let sigma = PerAxis::Each(vec![2.0, 1.5]);
+            let sigma = PerAxis::Each(sigma.clone());
             let expected = cpu::gaussian_filter(&input, sigma.clone(), 0, &image_axes).unwrap();
             let host = nd
                 .gaussian_filter(&input, sigma.clone(), 0, &image_axes)
                 .unwrap();
-            let what = format!("{} {shape:?} {mode:?}", T::NAME);
+            let what = format!("{} {shape:?} {mode:?}, sigma {sigma:?}", T::NAME);
             check(
                 host.view(),
                 expected.view(),
@@ -207,6 +209,9 @@ fn channels_last_images_match_the_reference() {
     }
     both::<f32>(&mut rng, &engine, &[123, 200, 3]);
     both::<u8>(&mut rng, &engine, &[64, 81, 4]);
+    // Rows of a multiple of 32 elements: the kernels that read and write `u8`, `u16` run.
+    both::<u8>(&mut rng, &engine, &[64, 96, 4]);
+    both::<u16>(&mut rng, &engine, &[40, 32, 3]);
     both::<f32>(&mut rng, &engine, &[3, 40, 52, 3]);
     // A sigma of 0 on the channels is the same filter.
     let input: ArrayD<f32> = random_array(&mut rng, IxDyn(&[50, 60, 3]));

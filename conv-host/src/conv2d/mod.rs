@@ -31,6 +31,7 @@ mod tensor_copy;
 mod textbook;
 
 pub(crate) use launch::MAX_GRID_PLANES;
+pub(crate) use register_tiled::native_types;
 #[cfg(test)]
 pub(crate) use register_tiled::{
     NATIVE_STREAM_ELEMENTS, STREAM_ENTRY_POINTS, STREAM16_ENTRY_POINTS, WIDE_ENTRY_POINTS,

@@ -13,7 +13,7 @@ use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{DriverContext, Result};
 use crate::layout::{check_output, copy_into_view, row_major};
-use crate::options::BoundaryMode;
+use crate::options::{BoundaryMode, Clamp};
 use crate::session::Session;
 use crate::staging::memory_error;
 use cudarc::driver::sys::{self, CUevent_flags, CUmemorytype};
@@ -293,6 +293,53 @@ fn fused_term<'a, R: Real>(shape: &[usize], term: &'a [Pass]) -> Option<FusedTer
         column,
         row,
         rest: term.iter().filter(|pass| pass.axis < first).collect(),
+    })
+}
+
+/// A filter that one 2D separable kernel reading and writing the arrays' narrow type itself
+/// runs: the `image` (height, width, channels), the rank-1 `mask` and its options.
+pub(crate) struct NativeImage {
+    pub(crate) image: (usize, usize, usize),
+    pub(crate) mask: Array2<f64>,
+    pub(crate) options: Conv2dOptions,
+}
+
+/// `filter` over a device array of `shape` of `T` into `O` as a [`NativeImage`], where it is
+/// one term fused over one image ([`fused_term`]) with nothing after, `T` a type the 2D
+/// kernels read and write themselves, rows of a multiple of the pitch alignment: the array is
+/// then read and written once in its own type, not widened to `f32` and narrowed around the
+/// kernel.
+pub(crate) fn native_image<T: Element, O: Element>(
+    shape: &[usize],
+    filter: &Filter,
+) -> Option<NativeImage> {
+    let [term] = filter.terms.as_slice() else {
+        return None;
+    };
+    if !conv2d::native_types::<T, O>() {
+        return None;
+    }
+    let fused = fused_term::<f32>(shape, term)?;
+    let [planes, height, width] = fused.size;
+    if planes != 1 || !fused.rest.is_empty() || !(width * fused.channels).is_multiple_of(32) {
+        return None;
+    }
+    let (column, row) = (&fused.column.taps, &fused.row.taps);
+    let mask = Array2::from_shape_fn((column.len(), row.len()), |(i, j)| column[i] * row[j]);
+    let origin = |pass: &Pass| pass.left as isize - (pass.taps.len() / 2) as isize;
+    let clamp = (filter.clamp != UNCLAMPED).then_some(Clamp {
+        lo: filter.clamp.0,
+        hi: filter.clamp.1,
+    });
+    Some(NativeImage {
+        image: (height, width, fused.channels),
+        mask,
+        options: Conv2dOptions {
+            mode: fused.row.mode,
+            origin: [origin(fused.column), origin(fused.row)],
+            clamp,
+            ..Default::default()
+        },
     })
 }
 

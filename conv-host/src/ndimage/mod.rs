@@ -382,6 +382,11 @@ impl Ndimage<'_> {
         let engine = self.engine;
         match plan {
             Dense::Line(filter) => {
+                if let Some(native) = device::native_image::<T, O>(&shape, &filter) {
+                    let mask = native.mask.mapv(T::Real::from_f64);
+                    let work = (&mask, &native.options, false);
+                    return engine.image2d_device(input, native.image, work, output);
+                }
                 engine.on_device_arrays(input, output, |session, source, target| {
                     NdWork::Filter(&filter).enqueue::<T::Real>(session, &shape, source, target)
                 })
