@@ -81,7 +81,25 @@ def integers(values: Sequence, name: str) -> list[int]:
 
 def origins(origin: object, sizes: Sequence[int]) -> list[int]:
     """One origin per mask axis, each within SciPy's bounds for the mask's extent there."""
-    result = integers(normalize_sequence(origin, len(sizes), "origin"), "origin")
+    return checked_origins(integers(normalize_sequence(origin, len(sizes), "origin"), "origin"), sizes)
+
+
+def dense_axes(
+    axes: list[int] | None, ndim: int, origin: object, shape: Sequence[int]
+) -> tuple[list[int] | None, list[int]]:
+    """The axes a ``weights`` array of ``shape`` spans and one origin per weights axis, as
+    SciPy places them: the weights' axes lie on ``axes`` in increasing order, while the
+    origins follow ``axes`` as given (or the input's axes where ``axes`` names them all)."""
+    given = integers(normalize_sequence(origin, len(shape), "origin"), "origin")
+    if axes is None:
+        return None, checked_origins(given, shape)
+    placed = sorted(axes)
+    by_axis = dict(zip(axes if len(axes) < ndim else placed, given))
+    return placed, checked_origins([by_axis[a] for a in placed], shape)
+
+
+def checked_origins(result: list[int], sizes: Sequence[int]) -> list[int]:
+    """``result``, each origin checked against SciPy's bounds for the mask's extent there."""
     for o, size in zip(result, sizes):
         if not -(size // 2) <= o <= (size - 1) // 2:
             raise ValueError(

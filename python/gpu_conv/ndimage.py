@@ -16,9 +16,12 @@ Gaussian derivatives go to order 2; ``int64``, ``uint64``, ``bool`` and complex 
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
-from . import _args, _arrays, _native
+from . import _args, _arrays, _native, _reach
+from ._dask import accepts_dask
 
 __all__ = [
     "convolve",
@@ -202,11 +205,13 @@ def _weighted1d(op, input, weights, axis, output, mode, cval, origin):
     ))
 
 
+@accepts_dask(functools.partial(_reach.weighted1d, convolution=False))
 def correlate1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """Correlate ``input`` with the 1-D ``weights`` along ``axis`` (``scipy.ndimage.correlate1d``)."""
     return _weighted1d("correlate1d", input, weights, axis, output, mode, cval, origin)
 
 
+@accepts_dask(functools.partial(_reach.weighted1d, convolution=True))
 def convolve1d(input, weights, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """Convolve ``input`` with the 1-D ``weights`` along ``axis`` (``scipy.ndimage.convolve1d``)."""
     return _weighted1d("convolve1d", input, weights, axis, output, mode, cval, origin)
@@ -221,23 +226,26 @@ def _dense(op, input, weights, output, mode, cval, origin, axes):
     if weights.size == 0:
         raise RuntimeError("no filter weights given")
     # Convolution's origins, mirrored, fall within the same bounds.
-    origins = _args.origins(origin, list(weights.shape))
+    axes, origins = _args.dense_axes(axes, _ndim(input), origin, weights.shape)
     return _filter(input, output, _call(
         op, weights=weights.ravel().tolist(), weights_shape=list(weights.shape),
         modes=[_args.mode_name(mode)], cval=float(cval), origin=origins, axes=axes,
     ))
 
 
+@accepts_dask(functools.partial(_reach.dense, convolution=False))
 def correlate(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
     """Multidimensional correlation with ``weights`` (``scipy.ndimage.correlate``)."""
     return _dense("correlate", input, weights, output, mode, cval, origin, axes)
 
 
+@accepts_dask(functools.partial(_reach.dense, convolution=True))
 def convolve(input, weights, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
     """Multidimensional convolution with ``weights`` (``scipy.ndimage.convolve``)."""
     return _dense("convolve", input, weights, output, mode, cval, origin, axes)
 
 
+@accepts_dask(_reach.gaussian_filter1d)
 def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect", cval=0.0,
                       truncate=4.0, *, radius=None):
     """1-D Gaussian filter, or its ``order``-th derivative (``scipy.ndimage.gaussian_filter1d``)."""
@@ -250,6 +258,7 @@ def gaussian_filter1d(input, sigma, axis=-1, order=0, output=None, mode="reflect
     ))
 
 
+@accepts_dask(_reach.gaussian_filter)
 def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0, truncate=4.0,
                     *, radius=None, axes=None):
     """Multidimensional Gaussian filter (``scipy.ndimage.gaussian_filter``)."""
@@ -262,6 +271,7 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
     ))
 
 
+@accepts_dask(_reach.uniform_filter1d)
 def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0, origin=0):
     """1-D uniform (box mean) filter (``scipy.ndimage.uniform_filter1d``)."""
     input = _input(input)
@@ -276,6 +286,7 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
     ))
 
 
+@accepts_dask(_reach.uniform_filter)
 def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *, axes=None):
     """Multidimensional uniform (box mean) filter (``scipy.ndimage.uniform_filter``)."""
     input = _input(input)
@@ -289,6 +300,7 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
     ))
 
 
+@accepts_dask(_reach.derivative)
 def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0):
     """Sobel derivative along ``axis`` (``scipy.ndimage.sobel``)."""
     input = _input(input)
@@ -298,6 +310,7 @@ def sobel(input, axis=-1, output=None, mode="reflect", cval=0.0):
     ))
 
 
+@accepts_dask(_reach.derivative)
 def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0):
     """Prewitt derivative along ``axis`` (``scipy.ndimage.prewitt``)."""
     input = _input(input)
@@ -307,6 +320,7 @@ def prewitt(input, axis=-1, output=None, mode="reflect", cval=0.0):
     ))
 
 
+@accepts_dask(_reach.laplace)
 def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
     """Laplace filter from second differences (``scipy.ndimage.laplace``)."""
     input = _input(input)
@@ -330,12 +344,14 @@ def _gaussian_terms(op, input, sigma, output, mode, cval, axes, kwargs):
     ))
 
 
+@accepts_dask(_reach.gaussian_terms)
 def gaussian_laplace(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None, **kwargs):
     """Laplace filter from Gaussian second derivatives (``scipy.ndimage.gaussian_laplace``);
     ``kwargs`` (``truncate``, ``radius``) go to the Gaussian."""
     return _gaussian_terms("gaussian_laplace", input, sigma, output, mode, cval, axes, kwargs)
 
 
+@accepts_dask(_reach.gaussian_terms)
 def gaussian_gradient_magnitude(input, sigma, output=None, mode="reflect", cval=0.0, *, axes=None,
                                 **kwargs):
     """Gradient magnitude from Gaussian derivatives

@@ -88,6 +88,27 @@ def test_axes_select_the_filtered_axes():
     close(gc.gaussian_laplace(x, 1.0, axes=(0, 1)), sp.gaussian_laplace(d, 1.0, axes=(0, 1)))
 
 
+def test_unordered_axes_place_weights_and_origins_as_scipy():
+    # SciPy lays the weights' axes on the sorted axes, and the origins on the axes as given
+    # (on the input's own axes where ``axes`` names them all).
+    x = rng().standard_normal((8, 9, 7)).astype(np.float32)
+    d = x.astype(np.float64)
+    w = rng().standard_normal((2, 3))
+    for f in ("correlate", "convolve"):
+        for axes, origin in (((2, 0), (1, -1)), ((2, 0), (-1, 0)), ((2, 1), (1, 0))):
+            ours = getattr(gc, f)(x, w, axes=axes, origin=origin)
+            close(ours, getattr(sp, f)(d, w, axes=axes, origin=origin))
+        for m in (gc, sp):
+            with pytest.raises(ValueError, match="Invalid origin"):
+                getattr(m, f)(d, w, axes=(2, 1), origin=(0, 1))
+        close(getattr(gc, f)(x[0], w, axes=(1, 0), origin=(-1, 1)),
+              getattr(sp, f)(d[0], w, axes=(1, 0), origin=(-1, 1)))
+    close(gc.gaussian_filter(x, [1.0, 2.0], axes=(2, 0), order=[1, 0], mode=["wrap", "constant"]),
+          sp.gaussian_filter(d, [1.0, 2.0], axes=(2, 0), order=[1, 0], mode=["wrap", "constant"]))
+    close(gc.uniform_filter(x, [3, 4], axes=(2, 0), origin=[1, -1]),
+          sp.uniform_filter(d, [3, 4], axes=(2, 0), origin=[1, -1]))
+
+
 def test_per_axis_modes_radius_and_truncate():
     x = rng().standard_normal((15, 16)).astype(np.float32)
     d = x.astype(np.float64)
