@@ -2,7 +2,7 @@
 chunks unfiltered and against dask-image with CuPy, in one run.
 
     python bench_dask.py --workdir DIR [--shape 1024,2048,2048] [--chunk-depth 64] [--runs 3]
-                         [--cluster cuda|cpu] [--out FILE.csv]
+                         [--cluster cuda|cpu] [--threads 8] [--out FILE.csv]
 
 The input is a random ``float32`` volume stored uncompressed. Each case reads every chunk of
 it, filters (or not) and writes a Zarr output of the same chunks; its time is the wall clock
@@ -66,32 +66,29 @@ def cases(source: Path, sigma: float, on_gpu: bool):
         cupy.asnumpy, dtype=volume.dtype, meta=np.empty((0,) * volume.ndim, volume.dtype))
 
 
-def check(workdir: Path, names: list, shape: tuple, sigma: float) -> None:
-    import zarr
+def check(source, result, name: str, sigma: float) -> None:
+    """Exits unless ``result`` (a Zarr array) matches scipy.ndimage on a slab of ``source``."""
     from scipy import ndimage as sp
 
-    source = zarr.open_array(str(workdir / "in.zarr"), mode="r")
-    reach = int(4 * sigma + 0.5)
-    slab = slice(shape[0] // 2 - 2 * reach, shape[0] // 2 + 2 * reach)
-    window = source[slab, :256, :256].astype(np.float64)
-    expected = sp.gaussian_filter(window, sigma)[reach:-reach, reach:-reach, reach:-reach]
-    for index, name in enumerate(names[1:], 1):
-        result = zarr.open_array(str(workdir / f"out-{index}.zarr"), mode="r")
-        got = result[slab, :256, :256][reach:-reach, reach:-reach, reach:-reach]
-        error = float(np.max(np.abs(got - expected)) / np.max(np.abs(expected)))
-        if error > 1e-4:
-            sys.exit(f"{name}: differs from scipy.ndimage by {error:.3g}")
-        print(f"{name}: within {error:.2g} of scipy.ndimage", flush=True)
+    reach, middle = int(4 * sigma + 0.5), source.shape[0] // 2
+    slab = (slice(middle - 2 * reach, middle + 2 * reach), slice(0, 256), slice(0, 256))
+    inner = (slice(reach, -reach),) * 3
+    expected = sp.gaussian_filter(source[slab].astype(np.float64), sigma)[inner]
+    error = float(np.max(np.abs(result[slab][inner] - expected)) / np.max(np.abs(expected)))
+    if error > 1e-4:
+        sys.exit(f"{name}: differs from scipy.ndimage by {error:.3g}")
+    print(f"{name}: within {error:.2g} of scipy.ndimage", flush=True)
 
 
-def cluster(kind: str):
+def cluster(kind: str, threads: int):
+    """One worker per GPU, or four CPU worker processes, of ``threads`` threads each."""
     import distributed
 
     if kind == "cuda":
         from dask_cuda import LocalCUDACluster
 
-        return LocalCUDACluster(n_workers=1, threads_per_worker=4, dashboard_address=":0")
-    return distributed.LocalCluster(n_workers=4, threads_per_worker=4, dashboard_address=":0")
+        return LocalCUDACluster(threads_per_worker=threads, dashboard_address=":0")
+    return distributed.LocalCluster(n_workers=4, threads_per_worker=threads, dashboard_address=":0")
 
 
 def main() -> None:
@@ -102,11 +99,13 @@ def main() -> None:
     parser.add_argument("--sigma", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cluster", choices=("cuda", "cpu"), default="cuda")
+    parser.add_argument("--threads", type=int, default=8, help="threads per worker")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     shape = tuple(int(n) for n in args.shape.split(","))
     gib = np.prod(shape) * 4 / 2**30
     import distributed
+    import zarr
 
     args.workdir.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
@@ -114,22 +113,24 @@ def main() -> None:
     print(f"input {shape} float32 ({gib:.1f} GiB, chunks of {args.chunk_depth} planes): "
           f"{time.perf_counter() - start:.1f} s", flush=True)
     rows = []
-    with cluster(args.cluster) as c, distributed.Client(c) as client:
+    with cluster(args.cluster, args.threads) as c, distributed.Client(c) as client:
         import gpu_conv
 
         on_gpu = client.submit(gpu_conv.backend).result() != "cpu"
         print("workers:", client.submit(gpu_conv.backend).result(), flush=True)
-        names = []
         for index, (name, lazy) in enumerate(cases(args.workdir / "in.zarr", args.sigma, on_gpu)):
-            names.append(name)
-            times = [store(lazy, args.workdir / f"out-{index}.zarr", client) for _ in range(args.runs)]
+            out = args.workdir / "out.zarr"
+            times = [store(lazy, out, client) for _ in range(args.runs)]
+            if index > 0:
+                check(zarr.open_array(str(args.workdir / "in.zarr"), mode="r"),
+                      zarr.open_array(str(out), mode="r"), name, args.sigma)
+            shutil.rmtree(out)
             median = statistics.median(times)
             rows.append({"case": name, "gib": round(gib, 2), "median_s": round(median, 3),
                          "gib_per_s": round(gib / median, 3),
                          "runs_s": " ".join(f"{t:.2f}" for t in times)})
             print(f"{name:28} {median:8.2f} s  {gib / median:6.2f} GiB/s  runs {rows[-1]['runs_s']}",
                   flush=True)
-    check(args.workdir, names, shape, args.sigma)
     base = rows[0]["median_s"]
     for row in rows:
         row["x_read_write"] = round(row["median_s"] / base, 3)

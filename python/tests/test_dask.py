@@ -209,17 +209,17 @@ def test_zarr_to_zarr_chunk_by_chunk(tmp_path):
 
 
 def test_a_cluster_started_by_hand(tmp_path):
-    dask_cli = Path(sys.executable).parent / "dask"
+    dask_cli = [sys.executable, "-m", "dask"]
     file = tmp_path / "scheduler.json"
-    scheduler = subprocess.Popen([dask_cli, "scheduler", "--host", "127.0.0.1", "--port", "0",
-                                  "--no-dashboard", "--scheduler-file", file])
+    scheduler = subprocess.Popen(dask_cli + ["scheduler", "--host", "127.0.0.1", "--port", "0",
+                                             "--no-dashboard", "--scheduler-file", file])
     workers = None
     try:
         deadline = time.monotonic() + 60
         while not file.exists() and time.monotonic() < deadline:
             time.sleep(0.1)
-        workers = subprocess.Popen([dask_cli, "worker", "--scheduler-file", file, "--nworkers", "2",
-                                    "--nthreads", "1", "--no-dashboard"])
+        workers = subprocess.Popen(dask_cli + ["worker", "--scheduler-file", file, "--nworkers", "2",
+                                               "--nthreads", "1", "--no-dashboard"])
         with distributed.Client(scheduler_file=str(file), timeout=60) as c:
             c.wait_for_workers(2, timeout=60)
             x = np.random.default_rng().standard_normal((30, 41)).astype(np.float32)
@@ -231,6 +231,19 @@ def test_a_cluster_started_by_hand(tmp_path):
             if process is not None:
                 process.terminate()
                 process.wait(timeout=30)
+
+
+def test_the_zarr_example(tmp_path):
+    zarr = pytest.importorskip("zarr")
+    example = Path(__file__).parents[1] / "examples" / "zarr_volume.py"
+    source, target = tmp_path / "in.zarr", tmp_path / "out.zarr"
+    run = subprocess.run([sys.executable, example, source, target, "--make", "0.004", "--plane", "64",
+                          "--sigma", "1.5"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert "gaussian_filter sigma 1.5" in run.stdout
+    volume = zarr.open_array(source, mode="r")[:]
+    assert volume.shape == (262, 64, 64)  # 0.004 GiB of 64 x 64 planes
+    close(zarr.open_array(target, mode="r")[:], sp.gaussian_filter(volume.astype(np.float64), 1.5))
 
 
 # ---------------------------------------------------------------------------------------
