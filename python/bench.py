@@ -112,21 +112,31 @@ def main() -> None:
     except (TypeError, ValueError):
         w3_cupyx = cupy.asarray(w3)
 
-    def per_call_us(call, calls=3000):
-        call()
+    def per_call_us(call, calls=3000, rounds=3):
+        """The median over ``rounds`` of the mean time per call, after a round of warm-up (the
+        first thousands of calls run slower while pools grow and clocks rise)."""
+        times = []
+        for _ in range(rounds + 1):
+            cupy.cuda.Device().synchronize()
+            start = time.perf_counter()
+            for _ in range(calls):
+                call()
+            times.append((time.perf_counter() - start) / calls * 1e6)
         cupy.cuda.Device().synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            call()
-        elapsed = time.perf_counter() - start
-        cupy.cuda.Device().synchronize()
-        return elapsed / calls * 1e6
+        return statistics.median(times[1:])
 
     whole = per_call_us(lambda: gc.correlate(small, w3))
     anchor = per_call_us(lambda: cx.correlate(small, w3_cupyx))
     captured = []
     native = gpu_conv._native.filter_device
-    gpu_conv._native.filter_device = lambda *args: captured.append(args)
+
+    def keep_first(*args):
+        # Only the first call's arguments: keeping every call's would keep its output alive,
+        # so that each `cupy.empty` took new memory instead of reusing the pool's.
+        if not captured:
+            captured.append(args)
+
+    gpu_conv._native.filter_device = keep_first
     python_only = per_call_us(lambda: gc.correlate(small, w3))
     gpu_conv._native.filter_device = native
     native_only = per_call_us(lambda: native(*captured[0]))

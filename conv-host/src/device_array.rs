@@ -14,7 +14,7 @@ use crate::layout::{copy_from_view, copy_into_view, try_filled};
 use crate::pipeline::plan_bands;
 use crate::session::Session;
 use crate::staging::{SlotBytes, memory_error};
-use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut};
+use cudarc::driver::{CudaSlice, CudaView, CudaViewMut, DevicePtrMut, DriverError};
 use ndarray::{
     Array, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3, IxDyn, RemoveAxis, Slice,
 };
@@ -530,12 +530,14 @@ impl Engine {
     /// [`ConvError::Driver`].
     pub unsafe fn wait_for_stream(&self, stream: u64) -> Result<()> {
         let describe = || format!("ordering the engine after stream {stream:#x}");
-        let event = self.context.new_event(None).context(describe)?;
-        // SAFETY: as the caller promises, `stream` is a stream of the event's context.
-        unsafe { cudarc::driver::sys::cuEventRecord(event.cu_event(), stream as _) }
-            .result()
-            .context(describe)?;
-        self.stream.wait(&event).context(describe)
+        self.with_handoff(|handoff| {
+            let event = &handoff.caller_done;
+            // SAFETY: as the caller promises, `stream` is a stream of the event's context.
+            unsafe { cudarc::driver::sys::cuEventRecord(event.cu_event(), stream as _) }
+                .result()?;
+            self.stream.wait(event)
+        })
+        .context(describe)
     }
 
     /// Orders the later work of a caller's stream after the device work enqueued on this
@@ -549,11 +551,36 @@ impl Engine {
     /// [`ConvError::Driver`].
     pub unsafe fn signal_stream(&self, stream: u64) -> Result<()> {
         let describe = || format!("ordering stream {stream:#x} after the engine");
-        let event = self.stream.record_event(None).context(describe)?;
-        // SAFETY: as the caller promises, `stream` is a stream of the event's context.
-        unsafe { cudarc::driver::sys::cuStreamWaitEvent(stream as _, event.cu_event(), 0) }
-            .result()
-            .context(describe)
+        self.with_handoff(|handoff| {
+            let event = &handoff.engine_done;
+            event.record(&self.stream)?;
+            // SAFETY: as the caller promises, `stream` is a stream of the event's context.
+            unsafe { cudarc::driver::sys::cuStreamWaitEvent(stream as _, event.cu_event(), 0) }
+                .result()
+        })
+        .context(describe)
+    }
+
+    /// Runs `step` with the engine's handoff events (made on first use), one caller at a time:
+    /// each step records an event and enqueues the wait for it before another may record it.
+    fn with_handoff(
+        &self,
+        step: impl FnOnce(&crate::engine::Handoff) -> std::result::Result<(), DriverError>,
+    ) -> std::result::Result<(), DriverError> {
+        let mut slot = self
+            .handoff
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let handoff = match slot.take() {
+            Some(handoff) => handoff,
+            None => crate::engine::Handoff {
+                caller_done: self.context.new_event(None)?,
+                engine_done: self.context.new_event(None)?,
+            },
+        };
+        let result = step(&handoff);
+        *slot = Some(handoff);
+        result
     }
 
     /// Waits until every `_device` operation enqueued on this engine is done.

@@ -36,6 +36,17 @@ pub struct Engine {
     memory_limit: AtomicUsize,
     pub(crate) last_kernel_ms: Mutex<Option<f32>>,
     last_host_times: Mutex<Option<HostTimes>>,
+    /// The events that order the first lane with callers' streams
+    /// ([`Engine::wait_for_stream`], [`Engine::signal_stream`]), made on first use and reused.
+    pub(crate) handoff: Mutex<Option<Handoff>>,
+}
+
+/// Two reusable events: one recorded on a caller's stream for the engine to wait for, one
+/// recorded on the engine's stream for a caller's to wait for. A wait takes the event's state
+/// when it is enqueued, so recording either again afterwards does not disturb it.
+pub(crate) struct Handoff {
+    pub(crate) caller_done: cudarc::driver::CudaEvent,
+    pub(crate) engine_done: cudarc::driver::CudaEvent,
 }
 
 /// Most lanes an engine opens.
@@ -165,6 +176,7 @@ impl Engine {
             memory_limit: AtomicUsize::new(usize::MAX),
             last_kernel_ms: Mutex::new(None),
             last_host_times: Mutex::new(None),
+            handoff: Mutex::new(None),
         })
     }
 

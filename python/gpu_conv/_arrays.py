@@ -118,9 +118,10 @@ def is_torch(array) -> bool:
 
 def is_device_array(array) -> bool:
     """Whether ``array`` is a CuPy array or a PyTorch CUDA tensor (filtered as it is)."""
-    if is_torch(array):
+    name = _module_of(array)
+    if name == "torch":
         return array.is_cuda
-    return _module_of(array) == "cupy" and hasattr(array, "__cuda_array_interface__")
+    return name == "cupy" and isinstance(array, sys.modules["cupy"].ndarray)
 
 
 # DLPack's device type of CUDA memory.
@@ -158,26 +159,10 @@ def from_dlpack_like(array, result):
 
 
 def device_of(array) -> int:
-    """The ordinal of the GPU that holds ``array``."""
+    """The ordinal of the GPU that holds a CuPy array or PyTorch CUDA tensor."""
     if is_torch(array):
         return array.device.index or 0
-    device = getattr(array, "device", None)
-    return int(getattr(device, "id", 0) or 0)
-
-
-def caller_stream(array) -> int:
-    """The handle of the caller's current stream on ``array``'s GPU (the stream its next
-    kernels run on), which the engine orders its work between."""
-    if is_torch(array):
-        import torch
-
-        return int(torch.cuda.current_stream(array.device).cuda_stream)
-    if _module_of(array) == "cupy":
-        import cupy
-
-        return int(cupy.cuda.get_current_stream().ptr)
-    stream = array.__cuda_array_interface__.get("stream")
-    return int(stream) if stream is not None else 0
+    return array.device.id
 
 
 # The kind of each array library, by whether it is PyTorch.
@@ -209,13 +194,21 @@ class DeviceKind:
             return getattr(self.lib, name)
         return np.dtype(name)
 
-    def empty(self, shape, name: str, like):
+    def empty(self, shape, name: str, like, device: int):
+        """A new array of ``shape`` and type ``name`` on ``like``'s GPU, number ``device``."""
         if self.torch:
             return self.lib.empty(tuple(shape), dtype=self.dtype(name), device=like.device)
-        if like.device.id == self.lib.cuda.runtime.getDevice():
+        if device == self.lib.cuda.runtime.getDevice():
             return self.lib.empty(shape, dtype=name)
         with like.device:
             return self.lib.empty(shape, dtype=name)
+
+    def stream(self, like) -> int:
+        """The handle of the caller's current stream on ``like``'s GPU (the stream its next
+        kernels run on), which the engine orders its work between."""
+        if self.torch:
+            return self.lib.cuda.current_stream(like.device).cuda_stream
+        return self.lib.cuda.get_current_stream().ptr
 
     def contiguous(self, array):
         if self.torch:

@@ -120,11 +120,6 @@ def _on_host(input: np.ndarray, output, call: dict):
     return result
 
 
-def _overlap(kind, a, b) -> bool:
-    start_a, start_b = kind.address(a), kind.address(b)
-    return start_a < start_b + kind.nbytes(b) and start_b < start_a + kind.nbytes(a)
-
-
 def _on_device(input, output, call: dict):
     kind = _arrays.DeviceKind.of(input)
     device = _arrays.device_of(input)
@@ -136,27 +131,28 @@ def _on_device(input, output, call: dict):
         not _arrays.is_device_array(given) or _arrays.device_of(given) != device
     ):
         raise ValueError(f"output must be an array on the input's GPU (device {device})")
-    result = given if given is not None else kind.empty(shape, out_name, input)
     source = input
     if _arrays.dtype_name(source.dtype) != plan.work_in:
         source = kind.astype(source, plan.work_in)
     if not kind.is_contiguous(source):
         source = kind.contiguous(source)
-    empty = kind.nbytes(source) == 0
-    direct = (
-        plan.work_out == out_name
-        and kind.is_contiguous(result)
-        and not empty
-        and not _overlap(kind, source, result)
-    )
-    target = result if direct else kind.empty(shape, plan.work_out, input)
-    arrays = (
-        {"address": kind.address(source), "dtype": plan.work_in},
-        {"address": kind.address(target), "dtype": plan.work_out},
-    )
-    if not empty:
-        stream = _arrays.caller_stream(input)
-        _native.filter_device(call, arrays, list(shape), (device, stream))
+    size = kind.nbytes(source)
+    if size == 0:
+        return given if given is not None else kind.empty(shape, out_name, input, device)
+    start = kind.address(source)
+    target = result = None
+    if given is not None and plan.work_out == out_name and kind.is_contiguous(given):
+        # The caller's output, unless it overlaps the input.
+        address = kind.address(given)
+        if address >= start + size or start >= address + kind.nbytes(given):
+            target = result = given
+    if target is None:
+        target = kind.empty(shape, plan.work_out, input, device)
+        result = given if given is not None else (
+            target if plan.work_out == out_name else kind.empty(shape, out_name, input, device)
+        )
+    arrays = ((start, plan.work_in), (kind.address(target), plan.work_out))
+    _native.filter_device(call, arrays, shape, (device, kind.stream(input)))
     if target is not result:
         kind.copy_into(result, kind.round_into(target, out_name))
     return result
