@@ -278,6 +278,18 @@ fn bad_parameters_are_typed_errors() {
     assert_eq!(rank(cpu::convolve(&five, &ones, &options)), ("input", 5));
     let scalar = ArrayD::<f64>::ones(IxDyn(&[]));
     assert_eq!(rank(cpu::laplace(&scalar, &options)), ("input", 0));
+    assert_eq!(
+        rank(cpu::correlate(&scalar, &scalar, &options)),
+        ("input", 0)
+    );
+    let scalar_axes = NdOptions {
+        axes: Some(vec![]),
+        ..Default::default()
+    };
+    assert_eq!(
+        rank(cpu::convolve(&scalar, &scalar, &scalar_axes)),
+        ("input", 0)
+    );
     let message = cpu::correlate(&volume, &flat, &options)
         .unwrap_err()
         .to_string();

@@ -7,6 +7,8 @@ import numbers
 import operator
 from collections.abc import Iterable, Sequence
 
+import numpy as np
+
 # Every name scipy.ndimage's filters accept, and the mode the library runs for it.
 _MODES = {
     "reflect": "reflect",
@@ -63,12 +65,18 @@ def check_axes(axes: object, ndim: int) -> list[int] | None:
     return resolved
 
 
+# NumPy's error for an axis out of range (``numpy.exceptions`` from NumPy 1.25 on).
+_AxisError = getattr(getattr(np, "exceptions", np), "AxisError")
+
+
 def check_axis(axis: object, ndim: int) -> int:
-    """``axis`` as a non-negative axis of an ``ndim``-dimensional input (NumPy's rule)."""
+    """``axis`` as a non-negative axis of an ``ndim``-dimensional input (NumPy's rule and
+    ``AxisError``, a ``ValueError`` and ``IndexError``)."""
     axis = operator.index(axis)
     if not -ndim <= axis < ndim:
-        raise ValueError(f"invalid axis {axis} for an array of {ndim} dimensions")
+        raise _AxisError(axis, ndim)
     return axis % ndim
+
 
 
 def integers(values: Sequence, name: str) -> list[int]:

@@ -158,7 +158,30 @@ def _on_device(input, output, call: dict):
     return result
 
 
+def _scalar(input, output, call: dict):
+    """A 0-d input, as SciPy filters it: along none of its (no) axes, so the input itself,
+    times the one weight of a 0-d mask."""
+    factor = call["weights"][0] if call["weights"] is not None else 1.0
+    out_name = _output_type(output, input)
+    _arrays.plan(_arrays.dtype_name(input.dtype), out_name)
+    given = _given_output(output, ())
+    if _arrays.is_device_array(input):
+        kind = _arrays.DeviceKind.of(input)
+        value = kind.round_into(kind.astype(input, "float64") * factor, out_name)
+        if given is None:
+            return value
+        kind.copy_into(given, value)
+        return given
+    value = _arrays.rounded(np.asarray(input, dtype=np.float64) * factor, out_name, np)
+    if given is None:
+        return np.asarray(value).astype(out_name)
+    given[...] = value
+    return given
+
+
 def _filter(input, output, call: dict):
+    if len(input.shape) == 0:
+        return _scalar(input, output, call)
     if _arrays.is_device_array(input):
         return _on_device(input, output, call)
     if _arrays.is_foreign_device_array(input):

@@ -96,3 +96,11 @@ def test_dlpack_only_arrays():
     ours = gc.gaussian_filter(x, 1.5)
     assert type(ours).__module__.startswith("jax")
     close(np.asarray(ours), sp.gaussian_filter(host.astype(np.float64), 1.5))
+
+
+def test_zero_dimensional_device_arrays():
+    x = cupy.asarray(np.array(3.0, dtype=np.float32))
+    for ours, theirs in ((gc.gaussian_filter(x, 1.0), sp.gaussian_filter(np.float32(3.0), 1.0)),
+                         (gc.correlate(x, np.array(2.0)), sp.correlate(np.float32(3.0), np.array(2.0)))):
+        assert isinstance(ours, cupy.ndarray) and ours.shape == ()
+        close(ours.get(), theirs)

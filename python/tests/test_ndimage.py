@@ -69,6 +69,31 @@ def test_correlate_and_convolve_match_scipy(mode, shape, weights):
         close(ours, theirs)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "uint8"])
+def test_zero_dimensional_inputs_as_scipy(dtype):
+    x = np.array(7, dtype=dtype)
+    calls = [
+        lambda m, **k: m.gaussian_filter(x, 1.0, **k),
+        lambda m, **k: m.uniform_filter(x, 3, **k),
+        lambda m, **k: m.laplace(x, **k),
+        lambda m, **k: m.gaussian_laplace(x, 1.0, **k),
+        lambda m, **k: m.gaussian_gradient_magnitude(x, 1.0, **k),
+        lambda m, **k: m.correlate(x, np.array(2.5), **k),
+        lambda m, **k: m.convolve(x, np.array(-0.5), **k),
+    ]
+    for f in calls:
+        ours, exact = f(gc), f(sp, output=np.float64)
+        assert ours.shape == () and ours.dtype == f(sp).dtype
+        # Integer outputs round to nearest and saturate, where SciPy truncates.
+        close(ours, np.clip(np.round(exact), 0, 255) if dtype == "uint8" else exact)
+        out = np.empty((), np.float64)
+        assert f(gc, output=out) is out
+        close(out, exact)
+    for f in (gc.sobel, gc.gaussian_filter1d, gc.uniform_filter1d):
+        with pytest.raises(ValueError):
+            f(x, 1) if f is not gc.sobel else f(x)
+
+
 def test_masks_wider_than_the_input():
     x = rng().standard_normal((6, 5)).astype(np.float32)
     w = rng().standard_normal((9, 11))

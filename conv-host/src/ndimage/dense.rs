@@ -48,6 +48,9 @@ pub(crate) fn plan(
     options: &NdOptions,
 ) -> Result<Dense> {
     let ndim = shape.len();
+    if !(1..=4).contains(&ndim) {
+        return Err(rank_error(ndim));
+    }
     if options.axes.is_some() {
         return plan_along_axes(shape, weights, weights_shape, flip, options);
     }
@@ -133,11 +136,16 @@ pub(crate) fn plan(
                 clamp,
             })
         }
-        _ => Err(ConvError::InvalidRank {
-            array: "input",
-            ndim,
-            expected: "correlate and convolve take 1 to 4 (4: a volume with channels last)",
-        }),
+        _ => Err(rank_error(ndim)),
+    }
+}
+
+/// The error for an input of a rank `correlate` and `convolve` do not take.
+fn rank_error(ndim: usize) -> ConvError {
+    ConvError::InvalidRank {
+        array: "input",
+        ndim,
+        expected: "correlate and convolve take 1 to 4 (4: a volume with channels last)",
     }
 }
 
