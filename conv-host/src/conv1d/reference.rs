@@ -1,8 +1,8 @@
 //! The f64 CPU reference of 1D correlation and convolution.
 //!
-//! It shares only option validation with the GPU path; the boundary extension is computed
-//! independently (folding step by step rather than by the kernels' modular arithmetic), so the
-//! two check each other.
+//! It shares only option validation with the GPU path. Its boundary extension is written
+//! apart from the kernels' (same rule: whole periods, then one reflection); the comparisons
+//! with SciPy check both.
 
 use super::{Conv1dOptions, orient};
 use crate::element::Element;
@@ -21,23 +21,20 @@ pub(crate) fn fold(index: i64, len: usize, mode: BoundaryMode) -> Option<usize> 
         BoundaryMode::Constant(_) if !(0..len).contains(&k) => return None,
         BoundaryMode::Constant(_) => {}
         BoundaryMode::Nearest => k = k.clamp(0, len - 1),
-        BoundaryMode::Wrap => {
-            while k < 0 {
-                k += len;
-            }
-            while k >= len {
-                k -= len;
-            }
-        }
+        BoundaryMode::Wrap => k = k.rem_euclid(len),
+        // Whole periods (2 len for reflect, 2 len - 2 for mirror) first, so that a reach far
+        // past a short line costs one step, then the one reflection left.
         BoundaryMode::Reflect => {
-            while !(0..len).contains(&k) {
-                k = if k < 0 { -k - 1 } else { 2 * len - 1 - k };
+            k = k.rem_euclid(2 * len);
+            if k >= len {
+                k = 2 * len - 1 - k;
             }
         }
         BoundaryMode::Mirror if len == 1 => k = 0,
         BoundaryMode::Mirror => {
-            while !(0..len).contains(&k) {
-                k = if k < 0 { -k } else { 2 * len - 2 - k };
+            k = k.rem_euclid(2 * len - 2);
+            if k >= len {
+                k = 2 * len - 2 - k;
             }
         }
     }
