@@ -1,12 +1,12 @@
-"""Smooth a Zarr volume larger than memory on a Dask cluster, chunk by chunk, into a new Zarr.
+"""Smooth a Zarr volume on a Dask cluster, chunk by chunk, into a new Zarr.
 
     python zarr_volume.py IN.zarr OUT.zarr [--sigma 2] [--cluster cpu|cuda|tcp://host:8786]
     python zarr_volume.py IN.zarr OUT.zarr --make 48   # first write a random 48 GiB input
 
 Each worker reads its chunks and their halos from IN.zarr, filters them (NumPy chunks through
-the GPU's host pipeline, or the CPU where a worker has no GPU) and writes OUT.zarr; no process
-holds more than a few chunks, so the volume may be many times the size of the memory. The
-default input chunks are 64 planes deep, the whole plane wide.
+the GPU's host pipeline, or the CPU where a worker has no GPU) and writes OUT.zarr: the
+workers hold some of the chunks at a time, never the whole volume. The made input's chunks
+are 64 planes deep, the whole plane wide.
 """
 
 from __future__ import annotations
