@@ -40,13 +40,41 @@ pub trait Element:
     /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
     /// type's range, NaN to 0; floats rounded to nearest.
     fn from_f64(value: f64) -> Self;
+    /// The elements as their `Real` type, where they are of it (`f32`, `f64`): the CPU
+    /// backend then reads them in place.
+    #[doc(hidden)]
+    fn as_real(_values: &[Self]) -> Option<&[Self::Real]> {
+        None
+    }
+    /// [`Element::as_real`] for an output the CPU backend writes in place.
+    #[doc(hidden)]
+    fn as_real_mut(_values: &mut [Self]) -> Option<&mut [Self::Real]> {
+        None
+    }
 }
 
 /// A type the GPU computes in: `f32` or `f64`.
-pub trait Real: Element<Real = Self> {}
+pub trait Real:
+    Element<Real = Self> + std::ops::Add<Output = Self> + std::ops::Mul<Output = Self> + PartialOrd
+{
+    /// `self * a + b` rounded once (the CPU backend's fused multiply-add).
+    #[doc(hidden)]
+    fn mul_add(self, a: Self, b: Self) -> Self;
+}
 
-impl Real for f32 {}
-impl Real for f64 {}
+impl Real for f32 {
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f32::mul_add(self, a, b)
+    }
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        f64::mul_add(self, a, b)
+    }
+}
 
 /// Implements [`Element`] for an unsigned integer type.
 macro_rules! unsigned {
@@ -93,6 +121,14 @@ impl Element for f32 {
     type Real = f32;
     const NAME: &'static str = "f32";
 
+    fn as_real(values: &[Self]) -> Option<&[Self]> {
+        Some(values)
+    }
+
+    fn as_real_mut(values: &mut [Self]) -> Option<&mut [Self]> {
+        Some(values)
+    }
+
     fn to_f64(self) -> f64 {
         f64::from(self)
     }
@@ -105,6 +141,14 @@ impl Element for f32 {
 impl Element for f64 {
     type Real = f64;
     const NAME: &'static str = "f64";
+
+    fn as_real(values: &[Self]) -> Option<&[Self]> {
+        Some(values)
+    }
+
+    fn as_real_mut(values: &mut [Self]) -> Option<&mut [Self]> {
+        Some(values)
+    }
 
     fn to_f64(self) -> f64 {
         self

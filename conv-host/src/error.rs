@@ -63,6 +63,9 @@ pub enum ConvError {
         /// Bytes asked for.
         requested: usize,
     },
+    /// A device array given to the CPU backend's operations.
+    #[error("device arrays are filtered by a GPU engine; this call runs on the CPU backend")]
+    DeviceArrayOnCpu,
     /// A device array given to an engine of another GPU.
     #[error("the array lives on device {array}, the engine runs on device {engine}")]
     DeviceMismatch {

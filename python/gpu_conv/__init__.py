@@ -19,9 +19,10 @@ __version__ = "0.1.0"
 
 
 def backend() -> str:
-    """Where NumPy arrays are filtered: ``"cuda:0 (<GPU name>, sm_XY)"``, or ``"cpu"`` (the f64
-    reference) where no GPU is found or ``GPU_CONV_BACKEND=cpu`` asks for it."""
+    """Where NumPy arrays are filtered: ``"cuda:0 (<GPU name>, sm_XY)"``, or the CPU backend
+    (``"cpu (<threads> threads, <vector instructions>)"``) where no GPU is found or
+    ``GPU_CONV_BACKEND=cpu`` asks for it."""
     if not _arrays.host_on_gpu():
-        return "cpu"
+        return _native.cpu_info()
     name, (major, minor) = _native.gpu_info(0)
     return f"cuda:0 ({name}, sm_{major}{minor})"

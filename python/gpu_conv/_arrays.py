@@ -264,7 +264,7 @@ _GPU: list = []
 
 
 def host_on_gpu() -> bool:
-    """Whether NumPy arrays are filtered on the GPU (device 0), else on the f64 CPU twins."""
+    """Whether NumPy arrays are filtered on the GPU (device 0), else on the CPU backend."""
     if not _GPU:
         forced = backend_forced()
         if forced == "cpu":

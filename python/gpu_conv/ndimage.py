@@ -5,7 +5,7 @@ NumPy arrays (any strides and order) run through the engine's host pipeline with
 released, so calls from several threads run at once; CuPy arrays and PyTorch CUDA tensors are
 filtered where they are, on the GPU that holds them, ordered on the caller's current stream,
 and the same kind of array is returned. Without a GPU (or with ``GPU_CONV_BACKEND=cpu``),
-NumPy arrays are filtered by the library's f64 CPU reference.
+NumPy arrays are filtered by the library's CPU backend, on every core.
 
 Differences from SciPy: integer outputs are rounded to nearest (ties to even) and saturated
 to the type's range, where SciPy truncates and wraps around; data of every type but

@@ -36,7 +36,7 @@ fn run_typed<T: Element, O: Element<Real = T::Real>>(
     // SAFETY: `stream` is the caller's current stream of the device's primary context.
     unsafe { engine.wait_for_stream(stream) }.map_err(to_py_error)?;
     let result = op
-        .run(engine, &source, &options, &mut target)
+        .run(engine.ndimage(), &source, &options, &mut target)
         .map_err(to_py_error);
     // SAFETY: as above; the caller's later work waits for this call's, error or not.
     let ordered = unsafe { engine.signal_stream(stream) }.map_err(to_py_error);

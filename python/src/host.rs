@@ -3,7 +3,7 @@
 
 use crate::ops::Call;
 use crate::{engine, to_py_error};
-use conv_host::{Element, bf16, f16};
+use conv_host::{Cpu, Element, bf16, f16};
 use ndarray::{ArrayViewD, ArrayViewMutD};
 use numpy::{PyReadonlyArrayDyn, PyReadwriteArrayDyn};
 use pyo3::prelude::*;
@@ -41,7 +41,7 @@ fn as_native_mut<'a, T: Native>(mut view: ArrayViewMutD<'a, T::Carrier>) -> Arra
 }
 
 /// Runs `call` from the NumPy array `input` of `T` into `output` of `O`, on the GPU where
-/// `gpu`, else on the f64 CPU twin (rounded into `O` as the GPU rounds).
+/// `gpu`, else on the CPU backend.
 fn run_typed<T: Native, O: Native + Element<Real = T::Real>>(
     py: Python<'_>,
     call: Call,
@@ -55,15 +55,13 @@ fn run_typed<T: Native, O: Native + Element<Real = T::Real>>(
     let input = as_native::<T>(input.as_array());
     let mut output = as_native_mut::<O>(output.as_array_mut());
     py.detach(|| {
-        if gpu {
-            let engine = engine(0)?;
-            op.run(engine, &input, &options, output.view_mut())
-                .map_err(to_py_error)
+        let nd = if gpu {
+            engine(0)?.ndimage()
         } else {
-            let result = op.reference(&input, &options).map_err(to_py_error)?;
-            output.zip_mut_with(&result, |out, &value| *out = O::from_f64(value));
-            Ok(())
-        }
+            Cpu.ndimage()
+        };
+        op.run(nd, &input, &options, output.view_mut())
+            .map_err(to_py_error)
     })
 }
 

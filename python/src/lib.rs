@@ -85,10 +85,17 @@ fn gpu_info(py: Python<'_>, ordinal: usize) -> PyResult<(String, (i32, i32))> {
     })
 }
 
+/// What the CPU backend runs on: `cpu (16 threads, AVX2 and FMA)`.
+#[pyfunction]
+fn cpu_info() -> String {
+    conv_host::Cpu.to_string()
+}
+
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_function(wrap_pyfunction!(host::filter_host, module)?)?;
     module.add_function(wrap_pyfunction!(device::filter_device, module)?)?;
     module.add_function(wrap_pyfunction!(gpu_info, module)?)?;
+    module.add_function(wrap_pyfunction!(cpu_info, module)?)?;
     Ok(())
 }

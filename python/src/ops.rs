@@ -1,9 +1,9 @@
 //! The operations the Python package calls, as one typed value each, and their dispatch to the
 //! engine's N-D operations (host or device operands) and to the f64 CPU twins.
 
-use conv_host::ndimage::{NdOptions, Operands, PerAxis};
-use conv_host::{BoundaryMode, Element, Engine, Result, reference};
-use ndarray::{Array1, ArrayBase, ArrayD, Data, IxDyn};
+use conv_host::ndimage::{NdOptions, Ndimage, Operands, PerAxis};
+use conv_host::{BoundaryMode, Result};
+use ndarray::{Array1, ArrayD, IxDyn};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -185,35 +185,17 @@ macro_rules! each_op {
 }
 
 impl Op {
-    /// Runs the operation on `engine` from `input` into `output` (host or device operands of
-    /// any rank).
-    pub fn run<I, O>(&self, engine: &Engine, input: I, options: &NdOptions, output: O) -> Result<()>
+    /// Runs the operation on `nd` (a GPU engine's or the CPU backend's) from `input` into
+    /// `output` (host or device operands of any rank).
+    pub fn run<I, O>(&self, nd: Ndimage<'_>, input: I, options: &NdOptions, output: O) -> Result<()>
     where
         (I, O): Operands<Dim = IxDyn>,
     {
-        let nd = engine.ndimage();
         macro_rules! on_engine {
             ($name:ident, $into:ident $(, $arg:expr)*) => {
                 nd.$into(input, $($arg,)* options, output)
             };
         }
         each_op!(self, on_engine)
-    }
-
-    /// The operation's f64 CPU twin on `input`.
-    pub fn reference<S>(
-        &self,
-        input: &ArrayBase<S, IxDyn>,
-        options: &NdOptions,
-    ) -> Result<ArrayD<f64>>
-    where
-        S: Data<Elem: Element>,
-    {
-        macro_rules! on_cpu {
-            ($name:ident, $into:ident $(, $arg:expr)*) => {
-                reference::ndimage::$name(input, $($arg,)* options)
-            };
-        }
-        each_op!(self, on_cpu)
     }
 }

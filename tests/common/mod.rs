@@ -14,6 +14,7 @@ use std::sync::OnceLock;
 
 pub mod elements;
 pub mod images;
+pub mod sweeps;
 pub mod tensor_copy;
 
 /// Relative tolerance of f32 results against the f64 reference.

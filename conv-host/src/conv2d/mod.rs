@@ -40,6 +40,7 @@ pub(crate) use register_tiled::{
 pub(crate) use register_tiled_tma::ENTRY_POINTS as REGISTER_TILED_TMA_ENTRY_POINTS;
 pub(crate) use separable::Along;
 pub use separable::SEPARABLE_TOLERANCE;
+pub(crate) use separable::factor;
 pub(crate) use separable::has_wide_kernel as has_wide_separable_kernel;
 #[cfg(test)]
 pub(crate) use separable::{

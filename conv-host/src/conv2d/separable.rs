@@ -7,6 +7,7 @@ use crate::abi::{
     SeparableWideColumnLayout, SeparableWideLayout, SeparableWidePairLayout, separable_strip,
 };
 use crate::device::DeviceInfo;
+use crate::element::Real;
 use crate::error::{ConvError, Result};
 use crate::options::Kernel;
 use crate::plan::{LaunchPlan, check_block};
@@ -73,12 +74,12 @@ pub(crate) fn rows_per_block_minimising(
 
 /// The factors of a rank-1 mask, `mask[i][j] = column[i] * row[j]`, in the order the kernel
 /// reads them from constant memory: the row factor, then the column factor.
-pub(crate) fn factor(mask: &Mask2d) -> Option<Vec<f32>> {
+pub(crate) fn factor<R: Real>(mask: &Mask2d<R>) -> Option<Vec<R>> {
     let (rows, cols) = (mask.rows, mask.cols);
-    let at = |i: usize, j: usize| f64::from(mask.values[i * cols + j]);
+    let at = |i: usize, j: usize| mask.values[i * cols + j].to_f64();
     // The largest tap as pivot: its row and column carry the factors with the least rounding.
     let pivot = (0..rows * cols).max_by(|&a, &b| {
-        let (a, b) = (mask.values[a].abs(), mask.values[b].abs());
+        let (a, b) = (at(a / cols, a % cols).abs(), at(b / cols, b % cols).abs());
         a.total_cmp(&b)
     })?;
     let (pi, pj) = (pivot / cols, pivot % cols);
@@ -94,7 +95,7 @@ pub(crate) fn factor(mask: &Mask2d) -> Option<Vec<f32>> {
             tap.is_finite() && (tap - column[i] * row[j]).abs() <= SEPARABLE_TOLERANCE * tap.abs()
         })
     });
-    rank_one.then(|| row.iter().chain(&column).map(|&v| v as f32).collect())
+    rank_one.then(|| row.iter().chain(&column).map(|&v| R::from_f64(v)).collect())
 }
 
 /// The separable entry point: the wide kernel specialised for square masks and channel

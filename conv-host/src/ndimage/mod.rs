@@ -35,6 +35,7 @@ mod filters;
 mod operands;
 pub(crate) mod reference;
 
+use crate::cpu::Cpu;
 use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::{Element, Real};
 use crate::engine::Engine;
@@ -42,7 +43,9 @@ use crate::error::{ConvError, Result};
 use crate::layout::try_filled;
 use crate::options::{BoundaryMode, Clamp};
 use bands::NdWork;
-use dense::Dense;
+pub(crate) use dense::Dense;
+pub(crate) use device::{UNCLAMPED, term_finish};
+pub(crate) use filters::{Filter, Terms};
 use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix1, Ix2};
 pub use operands::Operands;
 use operands::sealed::{Planned, Run as _};
@@ -118,16 +121,34 @@ impl Default for NdOptions {
     }
 }
 
-/// The N-D operations of an engine (see the [module](self)'s doc).
+/// The N-D operations of an engine or of the CPU backend (see the [module](self)'s doc).
 #[derive(Clone, Copy, Debug)]
 pub struct Ndimage<'e> {
-    engine: &'e Engine,
+    runs_on: RunsOn<'e>,
+}
+
+/// Where an [`Ndimage`]'s operations run.
+#[derive(Clone, Copy, Debug)]
+enum RunsOn<'e> {
+    Gpu(&'e Engine),
+    Cpu,
 }
 
 impl Engine {
     /// The N-D operations with `scipy.ndimage`'s names, on this engine's GPU.
     pub fn ndimage(&self) -> Ndimage<'_> {
-        Ndimage { engine: self }
+        Ndimage {
+            runs_on: RunsOn::Gpu(self),
+        }
+    }
+}
+
+impl Ndimage<'_> {
+    /// The operations of the CPU backend.
+    pub(crate) fn on_cpu(_cpu: &Cpu) -> Ndimage<'_> {
+        Ndimage {
+            runs_on: RunsOn::Cpu,
+        }
     }
 }
 
@@ -316,7 +337,7 @@ impl Ndimage<'_> {
 
     weighted_operations!(engine_methods);
 
-    /// Runs a planned correlation with a mask on the GPU.
+    /// Runs a planned correlation with a mask on the GPU or the CPU.
     fn dense<S, O, D>(
         &self,
         input: &ArrayBase<S, D>,
@@ -328,10 +349,12 @@ impl Ndimage<'_> {
         O: Element<Real = <S::Elem as Element>::Real>,
         D: Dimension,
     {
+        let engine = match self.runs_on {
+            RunsOn::Gpu(engine) => engine,
+            RunsOn::Cpu => return crate::cpu::run(input, &plan, output),
+        };
         match plan {
-            Dense::Line(filter) => self
-                .engine
-                .filter_nd(input, NdWork::Filter(&filter), output),
+            Dense::Line(filter) => engine.filter_nd(input, NdWork::Filter(&filter), output),
             Dense::Plane {
                 mask,
                 options,
@@ -345,7 +368,7 @@ impl Ndimage<'_> {
                 let output = output
                     .into_dimensionality::<Ix2>()
                     .map_err(ndim_error(input.ndim()))?;
-                self.engine.filter2d(&input, &mask, &options, flip, output)
+                engine.filter2d(&input, &mask, &options, flip, output)
             }
             Dense::Volume {
                 shape,
@@ -359,7 +382,7 @@ impl Ndimage<'_> {
                     clamp,
                     channels: shape[3],
                 };
-                self.engine.filter_nd(input, work, output)
+                engine.filter_nd(input, work, output)
             }
         }
     }
@@ -378,8 +401,10 @@ impl Ndimage<'_> {
         O: Element<Real = T::Real>,
         D: DeviceDim,
     {
+        let RunsOn::Gpu(engine) = self.runs_on else {
+            return Err(ConvError::DeviceArrayOnCpu);
+        };
         let shape = input.shape().to_vec();
-        let engine = self.engine;
         match plan {
             Dense::Line(filter) => {
                 if let Some(native) = device::native_image::<T, O>(&shape, &filter) {
