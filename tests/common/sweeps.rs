@@ -117,7 +117,7 @@ fn filters<T: Random>(nd: Ndimage<'_>, rng: &mut StdRng) {
         let options = random_options(rng, ndim);
         let mut radius_options = options.clone();
         radius_options.radius = Some(PerAxis::All(rng.random_range(0..6)));
-        let cases: Vec<(&str, ArrayD<T>, ArrayD<f64>)> = vec![
+        let mut cases: Vec<(&str, ArrayD<T>, ArrayD<f64>)> = vec![
             (
                 "gaussian_filter",
                 nd.gaussian_filter(&input, sigmas.clone(), orders.clone(), &options)
@@ -168,6 +168,16 @@ fn filters<T: Random>(nd: Ndimage<'_>, rng: &mut StdRng) {
                 cpu::gaussian_gradient_magnitude(&input, 1.5, &options).unwrap(),
             ),
         ];
+        // Into an output holding other values: the terms after the first add to what the
+        // first stored.
+        let mut poisoned = ArrayD::<T>::from_elem(IxDyn(shape), T::from_f64(7.0));
+        nd.gaussian_gradient_magnitude_into(&input, 1.5, &options, poisoned.view_mut())
+            .unwrap();
+        cases.push((
+            "gaussian_gradient_magnitude_into",
+            poisoned,
+            cpu::gaussian_gradient_magnitude(&input, 1.5, &options).unwrap(),
+        ));
         for (name, got, expected) in cases {
             let what = format!(
                 "{name} of {} {shape:?}: sigmas {sigmas:?}, orders {orders:?}, sizes {sizes:?}, {options:?}",

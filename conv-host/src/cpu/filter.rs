@@ -9,6 +9,7 @@ use crate::element::Real;
 use crate::error::Result;
 use crate::layout::try_zeros;
 use crate::ndimage::{Filter, UNCLAMPED, term_finish};
+use rayon::prelude::*;
 
 /// Lines at least this many abreast are filtered as rows of a stencil one column wide.
 const ABREAST: usize = 32;
@@ -23,6 +24,10 @@ pub(crate) fn run<R: Real>(
     input: &[R],
     target: &mut [R],
 ) -> Result<()> {
+    // A root of squares adds its first term to zeros, not to what the output held.
+    if term_finish(filter, 0).0 != Combine::Store {
+        target.par_iter_mut().for_each(|v| *v = R::from_f64(0.0));
+    }
     let mut buffers: [Vec<R>; 2] = [Vec::new(), Vec::new()];
     for (index, term) in filter.terms.iter().enumerate() {
         // The buffer holding the term's latest pass (`None`: none yet, the input).
