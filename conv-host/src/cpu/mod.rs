@@ -4,6 +4,7 @@
 //! the CPU has them, found at run time); separable filters run as passes along their axes, and
 //! a 2D mask of rank 1 as two such passes, as on the GPU. See [`stencil`] for the design.
 
+mod convert;
 mod filter;
 mod stencil;
 
@@ -85,6 +86,10 @@ where
     }
     let mut target = filter::zeros(values.len())?;
     compute(shape, plan, &values, &mut target)?;
+    if let Some(output) = output.as_slice_mut() {
+        convert::slices(&target, output);
+        return Ok(());
+    }
     let target = ArrayView::from_shape(input.raw_dim(), &target)
         .map_err(crate::ndimage::ndim_error(input.ndim()))?;
     Zip::from(&mut output)
@@ -103,6 +108,10 @@ where
         return Ok(Cow::Borrowed(values));
     }
     let mut values = filter::zeros(input.len())?;
+    if let Some(input) = input.as_slice() {
+        convert::slices(input, &mut values);
+        return Ok(Cow::Owned(values));
+    }
     let view = ArrayViewMut::from_shape(input.raw_dim(), &mut values)
         .map_err(crate::ndimage::ndim_error(input.ndim()))?;
     Zip::from(view)
