@@ -3,7 +3,8 @@
     python bench_cpu.py [--out FILE.csv] [--quick]
 
 NumPy arrays in and out, wall clock, the median of the runs after one warm-up. Inputs are
-random (never zeros); each result is checked against SciPy's in float64 before it is timed.
+random (never zeros); each result is checked against SciPy's in float64 before it is timed
+(``bench.py``'s timer and check, so it runs beside it).
 The floor of the same run is the host's memory bandwidth: the input's bytes read and the
 output's written by a copy on every core (NumPy copies of row blocks on a thread each).
 """
@@ -13,8 +14,6 @@ from __future__ import annotations
 import argparse
 import csv
 import os
-import statistics
-import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -24,32 +23,14 @@ import numpy as np  # noqa: E402
 from scipy import ndimage as sp  # noqa: E402
 
 import gpu_conv  # noqa: E402
+from bench import check, host_ms as wall_ms  # noqa: E402
 from gpu_conv import ndimage as gc  # noqa: E402
 
 THREADS = os.cpu_count() or 1
 
 
-def wall_ms(call, runs: int) -> float:
-    """Median wall-clock milliseconds of ``call()`` after one warm-up call."""
-    call()
-    times = []
-    for _ in range(runs):
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
-
-
-def check(ours, theirs, what: str, tol: float) -> None:
-    ours, theirs = np.asarray(ours, np.float64), np.asarray(theirs, np.float64)
-    scale = max(1.0, float(np.max(np.abs(theirs))))
-    error = float(np.max(np.abs(ours - theirs))) / scale
-    if error > tol:
-        sys.exit(f"{what}: differs from SciPy by {error:.3g} (relative to its largest value)")
-
-
 def copy_floor_ms(x, runs: int) -> float:
-    """A parallel copy of ``x`` into a new array of its shape: the bytes a filter must move."""
+    """A parallel copy of ``x`` into an array of its shape made once: the bytes a filter moves."""
     out = np.empty_like(x)
     blocks = np.array_split(np.arange(x.shape[0]), THREADS)
     with ThreadPoolExecutor(THREADS) as pool:
