@@ -47,15 +47,25 @@ struct Finish<R> {
 }
 
 impl<R: Real> Finish<R> {
+    /// Combines `sums` into `output`: the combination chosen once, outside the loop, so that
+    /// each loop is a vector one.
     #[inline(always)]
     fn apply(self, output: &mut [R], sums: &[R]) {
+        match self.combine {
+            Combine::Store => self.each(output, sums, |_, sum| sum),
+            Combine::Add => self.each(output, sums, |held, sum| held + sum),
+            Combine::AddSquare => self.each(output, sums, |held, sum| held + sum * sum),
+            Combine::AddSquareRoot => self.each(output, sums, |held, sum| {
+                R::from_f64((held + sum * sum).to_f64().sqrt())
+            }),
+        }
+    }
+
+    /// `output[i] = clamp(combine(output[i], sums[i]))`.
+    #[inline(always)]
+    fn each(self, output: &mut [R], sums: &[R], combine: impl Fn(R, R) -> R) {
         for (slot, &sum) in output.iter_mut().zip(sums) {
-            let value = match self.combine {
-                Combine::Store => sum,
-                Combine::Add => *slot + sum,
-                Combine::AddSquare => *slot + sum * sum,
-                Combine::AddSquareRoot => R::from_f64((*slot + sum * sum).to_f64().sqrt()),
-            };
+            let value = combine(*slot, sum);
             // Comparisons, so that NaN passes through, as on the GPU.
             *slot = if value < self.lo {
                 self.lo
