@@ -12,7 +12,8 @@
 //! depth; JPEG is written in 8 bits.
 
 use conv_host::masks::{DEFAULT_TRUNCATE, gaussian2d};
-use conv_host::{BoundaryMode, Conv2dOptions, ConvError, Element, Engine, Kernel, reference};
+use conv_host::ndimage::{NdOptions, Ndimage, Runs};
+use conv_host::{BoundaryMode, ConvError, Cpu, Element, Engine, Kernel};
 use image::{DynamicImage, ImageBuffer};
 use ndarray::Array3;
 use std::path::PathBuf;
@@ -249,18 +250,8 @@ fn save<T: Channel>(pixels: Array3<T>, path: &PathBuf) -> Result<(), String> {
     std::fs::write(path, file).map_err(|e| cannot_write(&e))
 }
 
-/// Blurs on the GPU, the pixels' own type in and out, and prints what ran and how long.
-fn blur_on_gpu<T: Channel>(
-    engine: &Engine,
-    pixels: &Array3<T>,
-    args: &Args,
-    options: &Conv2dOptions,
-) -> Result<Array3<T>, ConvError> {
-    let mask = gaussian2d(args.sigma, args.truncate)?;
-    let plan = engine.plan2d(&mask, pixels.dim(), options)?;
-    let start = Instant::now();
-    let blurred = engine.correlate2d(pixels, &mask, options)?;
-    let call_ms = start.elapsed().as_secs_f64() * 1e3;
+/// Prints what runs the blur on the GPU and how long the engine's first call took.
+fn report_gpu(engine: &Engine, runs: &Runs, mask: (usize, usize), bytes: usize, call_ms: f64) {
     let kernel_ms = engine.last_kernel_time_ms().unwrap_or(f32::NAN);
     let stages = engine.last_host_times().unwrap_or_default();
     let device = engine.device();
@@ -268,55 +259,67 @@ fn blur_on_gpu<T: Channel>(
         "device: {} (compute capability {}.{})",
         device.name, device.compute_capability.0, device.compute_capability.1
     );
-    println!(
-        "kernel: {} ({}), mask {} x {}, tile {} x {} threads, output tile {} x {}",
-        plan.kernel,
-        plan.entry_point,
-        mask.nrows(),
-        mask.ncols(),
-        plan.block.0,
-        plan.block.1,
-        plan.output_tile.0,
-        plan.output_tile.1
-    );
+    if let Runs::Design(plan) = runs {
+        println!(
+            "kernel: {} ({}), mask {} x {}, tile {} x {} threads, output tile {} x {}",
+            plan.kernel,
+            plan.entry_point,
+            mask.0,
+            mask.1,
+            plan.block.0,
+            plan.block.1,
+            plan.output_tile.0,
+            plan.output_tile.1
+        );
+    }
     // The kernel reads and writes f32; the transfers move the pixels' own bytes.
-    let bytes = 2.0 * (pixels.len() * size_of::<f32>()) as f64;
     println!(
         "kernel time: {kernel_ms:.3} ms, effective bandwidth {:.1} GB/s (f32 image read + written)",
-        bytes / (f64::from(kernel_ms) * 1e6)
+        2.0 * bytes as f64 / (f64::from(kernel_ms) * 1e6)
     );
     println!(
-        "host -> host ({} in and out; the engine's first call, so it loads the kernel and allocates the staging): {call_ms:.1} ms in {stages}",
-        T::NAME
+        "host -> host (the engine's first call, so it loads the kernel and allocates the staging): {call_ms:.1} ms in {stages}"
     );
-    Ok(blurred)
 }
 
-/// Blurs `pixels` on the GPU, or on the CPU without one, and writes the result.
+/// Blurs `pixels` on the GPU, or on the CPU backend without one, and writes the result.
 fn blur<T: Channel>(pixels: Array3<T>, engine: Option<&Engine>, args: &Args) -> Result<(), String> {
     let mode = match args.mode {
         BoundaryMode::Constant(cval) => BoundaryMode::Constant(cval * T::WHITE),
         other => other,
     };
-    let options = Conv2dOptions {
-        mode,
+    let options = NdOptions {
+        mode: mode.into(),
         kernel: args.kernel,
         tile: args.tile,
         ..Default::default()
     };
-    let blurred = match engine {
-        Some(engine) => blur_on_gpu(engine, &pixels, args, &options).map_err(|e| e.to_string())?,
-        None => {
-            let start = Instant::now();
-            let blurred = reference::gaussian_filter(&pixels, args.sigma, args.truncate, &options)
-                .map_err(|e| e.to_string())?;
-            println!(
-                "CPU (f64 reference, separable): {:.1} ms",
-                start.elapsed().as_secs_f64() * 1e3
+    // The Gaussian's 2D mask, one channel deep: every channel blurred on its own.
+    let mask = gaussian2d(args.sigma, args.truncate)
+        .map_err(|e| e.to_string())?
+        .insert_axis(ndarray::Axis(2));
+    let nd: Ndimage<'_> = engine.map_or(Cpu.ndimage(), Engine::ndimage);
+    let runs = nd
+        .plan_correlate(pixels.shape(), &mask, &options)
+        .map_err(|e| e.to_string())?;
+    let start = Instant::now();
+    let blurred = nd
+        .correlate(&pixels, &mask, &options)
+        .map_err(|e| e.to_string())?;
+    let call_ms = start.elapsed().as_secs_f64() * 1e3;
+    match engine {
+        Some(engine) => {
+            let size = (mask.shape()[0], mask.shape()[1]);
+            report_gpu(
+                engine,
+                &runs,
+                size,
+                pixels.len() * size_of::<f32>(),
+                call_ms,
             );
-            blurred.mapv(T::from_f64)
         }
-    };
+        None => println!("{Cpu}: {call_ms:.1} ms"),
+    }
     let write_start = Instant::now();
     save(blurred, &args.output)?;
     println!(

@@ -15,15 +15,12 @@
 //! rounded to nearest and saturated, where SciPy truncates and wraps around. The defaults are
 //! `scipy.ndimage.convolve`'s: mode `reflect`, cval 0, origin 0; the origin applies to every axis.
 //! `--correlate` computes `scipy.ndimage.correlate` instead. The GPU is used when there is one,
-//! the f64 CPU reference otherwise or with `--cpu`.
+//! the CPU backend (all cores, in the input's real type as on the GPU) otherwise or with
+//! `--cpu`.
 
-use conv_host::ndimage::NdOptions;
-use conv_host::{
-    BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Element, Engine, ImageDim, reference,
-};
-use ndarray::{
-    Array, Array1, ArrayD, ArrayView, ArrayView1, ArrayView2, ArrayViewD, Ix1, Ix2, Ix3,
-};
+use conv_host::ndimage::{NdOptions, Ndimage};
+use conv_host::{BoundaryMode, ConvError, Cpu, Element, Engine};
+use ndarray::{ArrayD, Axis, Ix1};
 use npy::{Dtype, Npy};
 use std::process::ExitCode;
 use std::time::Instant;
@@ -113,8 +110,9 @@ fn run(args: &Args) -> Result<(), String> {
     let filter_start = Instant::now();
     let mask = mask.to_f64();
     let output_dtype = args.output_dtype.unwrap_or(input.dtype());
+    let nd = engine.as_ref().map_or(Cpu.ndimage(), Engine::ndimage);
     let job = Job {
-        engine: &engine,
+        nd,
         mask: &mask,
         args,
     };
@@ -159,9 +157,9 @@ fn ms_since(start: Instant) -> f64 {
     start.elapsed().as_secs_f64() * 1e3
 }
 
-/// One filtering job: the engine (or the CPU), the mask and the options.
+/// One filtering job: where it runs, the mask and the options.
 struct Job<'a> {
-    engine: &'a Option<Engine>,
+    nd: Ndimage<'a>,
     mask: &'a ArrayD<f64>,
     args: &'a Args,
 }
@@ -185,37 +183,44 @@ impl Job<'_> {
         input: ArrayD<T>,
     ) -> Result<ArrayD<O>, String> {
         let mask = self.mask.mapv(<T::Real as Element>::from_f64);
-        let shaped = |e: ndarray::ShapeError| {
-            format!("input {:?} / mask {:?}: {e}", input.shape(), mask.shape())
-        };
-        let x = input.view();
-        if self.args.axis.is_some() && mask.ndim() != 1 {
+        let (n, k) = (input.ndim(), mask.ndim());
+        if self.args.axis.is_some() && k != 1 {
             return Err(format!(
-                "--axis takes a 1-D mask; {} has {} dimensions",
-                self.args.mask,
-                mask.ndim()
+                "--axis takes a 1-D mask; {} has {k} dimensions",
+                self.args.mask
             ));
         }
-        let result = match (input.ndim(), mask.ndim()) {
+        let mut output = ArrayD::from_elem(input.raw_dim(), O::default());
+        let correlate = self.args.correlate;
+        let result = match (n, k) {
             (_, 1) if self.args.axis.is_some() => {
-                let m = mask.view().into_dimensionality::<Ix1>().map_err(shaped)?;
-                self.filter_axis(x, m)
+                let mask = mask
+                    .into_dimensionality::<Ix1>()
+                    .map_err(|e| e.to_string())?;
+                let (options, axis) = (self.options(n, n), self.args.axis.unwrap_or(-1));
+                let output = output.view_mut();
+                if correlate {
+                    self.nd
+                        .correlate1d_into(&input, &mask, axis, &options, output)
+                } else {
+                    self.nd
+                        .convolve1d_into(&input, &mask, axis, &options, output)
+                }
             }
-            (3, 3) => self.filter_nd(x, mask.view()),
-            (4, 3) => self.filter_nd(x, mask.view().insert_axis(ndarray::Axis(3))),
-            (1, 1) => {
-                let m = mask.view().into_dimensionality::<Ix1>().map_err(shaped)?;
-                self.filter1d(x.into_dimensionality::<Ix1>().map_err(shaped)?, m)
-                    .map(Array::into_dyn)
-            }
-            (2 | 3, 2) => {
-                let m = mask.view().into_dimensionality::<Ix2>().map_err(shaped)?;
-                match x.into_dimensionality::<Ix2>() {
-                    Ok(image) => self.filter2d(image, m).map(Array::into_dyn),
-                    Err(_) => {
-                        let image = input.view().into_dimensionality::<Ix3>().map_err(shaped)?;
-                        self.filter2d(image, m).map(Array::into_dyn)
-                    }
+            (1, 1) | (2, 2) | (3, 3) | (3, 2) | (4, 3) => {
+                // An image's or a volume's channels: the mask one deep along them.
+                let mask = if n > k {
+                    mask.insert_axis(Axis(k))
+                } else {
+                    mask
+                };
+                let options = self.options(n, k);
+                if correlate {
+                    self.nd
+                        .correlate_into(&input, &mask, &options, output.view_mut())
+                } else {
+                    self.nd
+                        .convolve_into(&input, &mask, &options, output.view_mut())
                 }
             }
             (n, k) => {
@@ -225,137 +230,19 @@ impl Job<'_> {
                 ));
             }
         };
-        result.map_err(|e| e.to_string())
+        result.map(|()| output).map_err(|e| e.to_string())
     }
 
-    /// A signal on the 1D kernels (or the CPU reference), into `O`.
-    fn filter1d<T: Element, O: Element<Real = T::Real>>(
-        &self,
-        signal: ArrayView1<T>,
-        mask: ArrayView1<T::Real>,
-    ) -> Result<Array1<O>, ConvError> {
-        let options = Conv1dOptions {
-            mode: self.args.mode,
-            origin: self.args.origin,
-            ..Default::default()
-        };
-        let correlate = self.args.correlate;
-        match self.engine {
-            Some(engine) => {
-                let mut output = Array1::from_elem(signal.len(), O::default());
-                if correlate {
-                    engine.correlate1d_into(&signal, &mask, &options, output.view_mut())?;
-                } else {
-                    engine.convolve1d_into(&signal, &mask, &options, output.view_mut())?;
-                }
-                Ok(output)
-            }
-            None if correlate => {
-                Ok(reference::correlate1d(&signal, &mask, &options)?.mapv(O::from_f64))
-            }
-            None => Ok(reference::convolve1d(&signal, &mask, &options)?.mapv(O::from_f64)),
-        }
-    }
-
-    /// The options of an input of `ndim` dimensions: the origin on every axis but a 4-D
-    /// volume's channels.
-    fn nd_options(&self, ndim: usize) -> NdOptions {
-        let mut origin = vec![self.args.origin; ndim];
-        if ndim == 4 && self.args.axis.is_none() {
-            origin[3] = 0;
-        }
+    /// The options of an input of `ndim` dimensions whose first `filtered` axes the mask
+    /// spans: the origin on those, 0 on the channels.
+    fn options(&self, ndim: usize, filtered: usize) -> NdOptions {
+        let origin = (0..ndim)
+            .map(|axis| if axis < filtered { self.args.origin } else { 0 })
+            .collect::<Vec<_>>();
         NdOptions {
             mode: self.args.mode.into(),
             origin: origin.into(),
             ..Default::default()
-        }
-    }
-
-    /// A 1D mask along `--axis` of an input of any dimensions, into `O`.
-    fn filter_axis<T: Element, O: Element<Real = T::Real>>(
-        &self,
-        input: ArrayViewD<T>,
-        mask: ArrayView1<T::Real>,
-    ) -> Result<ArrayD<O>, ConvError> {
-        let (options, axis) = (self.nd_options(input.ndim()), self.args.axis.unwrap_or(-1));
-        let correlate = self.args.correlate;
-        match self.engine {
-            Some(engine) => {
-                let nd = engine.ndimage();
-                let mut output = ArrayD::from_elem(input.raw_dim(), O::default());
-                if correlate {
-                    nd.correlate1d_into(&input, &mask, axis, &options, output.view_mut())?;
-                } else {
-                    nd.convolve1d_into(&input, &mask, axis, &options, output.view_mut())?;
-                }
-                Ok(output)
-            }
-            None if correlate => Ok(reference::ndimage::correlate1d(
-                &input, &mask, axis, &options,
-            )?
-            .mapv(O::from_f64)),
-            None => Ok(
-                reference::ndimage::convolve1d(&input, &mask, axis, &options)?.mapv(O::from_f64),
-            ),
-        }
-    }
-
-    /// A volume (channels last in 4-D) on the 3D kernel, into `O`.
-    fn filter_nd<T: Element, O: Element<Real = T::Real>>(
-        &self,
-        input: ArrayViewD<T>,
-        mask: ArrayViewD<T::Real>,
-    ) -> Result<ArrayD<O>, ConvError> {
-        let options = self.nd_options(input.ndim());
-        let correlate = self.args.correlate;
-        match self.engine {
-            Some(engine) => {
-                let nd = engine.ndimage();
-                let mut output = ArrayD::from_elem(input.raw_dim(), O::default());
-                if correlate {
-                    nd.correlate_into(&input, &mask, &options, output.view_mut())?;
-                } else {
-                    nd.convolve_into(&input, &mask, &options, output.view_mut())?;
-                }
-                Ok(output)
-            }
-            None if correlate => {
-                Ok(reference::ndimage::correlate(&input, &mask, &options)?.mapv(O::from_f64))
-            }
-            None => Ok(reference::ndimage::convolve(&input, &mask, &options)?.mapv(O::from_f64)),
-        }
-    }
-
-    fn options(&self) -> Conv2dOptions {
-        Conv2dOptions {
-            mode: self.args.mode,
-            origin: [self.args.origin; 2],
-            ..Default::default()
-        }
-    }
-
-    /// An image on the 2D kernels (or the CPU reference), into `O`.
-    fn filter2d<T: Element, O: Element<Real = T::Real>, D: ImageDim>(
-        &self,
-        image: ArrayView<T, D>,
-        mask: ArrayView2<T::Real>,
-    ) -> Result<Array<O, D>, ConvError> {
-        let options = self.options();
-        let correlate = self.args.correlate;
-        match self.engine {
-            Some(engine) => {
-                let mut output = Array::from_elem(image.raw_dim(), O::default());
-                if correlate {
-                    engine.correlate2d_into(&image, &mask, &options, output.view_mut())?;
-                } else {
-                    engine.convolve2d_into(&image, &mask, &options, output.view_mut())?;
-                }
-                Ok(output)
-            }
-            None if correlate => {
-                Ok(reference::correlate2d(&image, &mask, &options)?.mapv(O::from_f64))
-            }
-            None => Ok(reference::convolve2d(&image, &mask, &options)?.mapv(O::from_f64)),
         }
     }
 }

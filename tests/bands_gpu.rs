@@ -7,9 +7,13 @@ mod common;
 
 use common::images::{random_array3, random_mask, random_separable_mask};
 use common::tensor_copy::has_tensor_copies;
-use common::{all_modes, band_cap, expected1d, expected2d, random_origin, random_vec, rng};
-use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, Engine, Kernel};
-use ndarray::Array2;
+use common::{
+    all_modes, band_cap, expected1d, expected2d, image_mask, image_options, random_origin,
+    random_vec, rng, zero_border,
+};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, Engine, Kernel};
+use ndarray::{Array2, Ix3};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -28,8 +32,8 @@ fn check_capped2d(
     let image = random_array3(rng, (ROWS, width, channels));
     let convolve = rng.random_bool(0.5);
     let centred = matches!(kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma);
-    let options = Conv2dOptions {
-        mode,
+    let options = NdOptions {
+        mode: mode.into(),
         kernel,
         origin: [
             random_origin(rng, mask.nrows(), convolve),
@@ -38,14 +42,21 @@ fn check_capped2d(
             } else {
                 random_origin(rng, mask.ncols(), convolve)
             },
-        ],
-        ..Default::default()
+        ]
+        .into(),
+        ..zero_border()
     };
+    // The image's mask and options: a channel axis of extent 1 and origin 0.
+    let (mask3, options3) = (
+        image_mask::<Ix3>(mask.view(), 3),
+        image_options(&options, 3),
+    );
+    let nd = engine.ndimage();
     engine.set_device_memory_limit(Some(band_cap(band_rows, width * channels, mask.dim())));
     let got = if convolve {
-        engine.convolve2d(&image, mask, &options)
+        nd.convolve(&image, &mask3, &options3)
     } else {
-        engine.correlate2d(&image, mask, &options)
+        nd.correlate(&image, &mask3, &options3)
     };
     engine.set_device_memory_limit(None);
     let what = format!(
@@ -132,17 +143,18 @@ fn signals_in_chunks_match_the_reference() {
                 let input = random_vec(&mut rng, len);
                 let mask = random_vec(&mut rng, taps);
                 let convolve = rng.random_bool(0.5);
-                let options = Conv1dOptions {
-                    mode,
+                let options = NdOptions {
+                    mode: mode.into(),
                     kernel,
-                    origin: random_origin(&mut rng, taps, convolve),
-                    ..Default::default()
+                    origin: random_origin(&mut rng, taps, convolve).into(),
+                    ..zero_border()
                 };
+                let nd = engine.ndimage();
                 engine.set_device_memory_limit(Some(2 * 4 * (chunk + taps - 1) + 4 * taps));
                 let got = if convolve {
-                    engine.convolve1d(&input, &mask, &options)
+                    nd.convolve1d(&input, &mask, 0, &options)
                 } else {
-                    engine.correlate1d(&input, &mask, &options)
+                    nd.correlate1d(&input, &mask, 0, &options)
                 };
                 engine.set_device_memory_limit(None);
                 let what = format!(

@@ -4,18 +4,38 @@
 
 mod common;
 
-use conv_host::reference::{convolve1d, correlate1d};
-use conv_host::{BoundaryMode, Clamp, Conv1dOptions, ConvError};
-use ndarray::{Array1, array, s};
+use common::zero_border;
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, Clamp, ConvError, reference};
+use ndarray::{Array1, ArrayBase, Data, Ix1, array, s};
 
-fn zero_ghosts() -> Conv1dOptions {
-    Conv1dOptions::default()
+/// The reference 1D correlation of a signal (along its only axis).
+fn correlate1d<S: Data<Elem = f32>, M: Data<Elem = f32>>(
+    input: &ArrayBase<S, Ix1>,
+    weights: &ArrayBase<M, Ix1>,
+    options: &NdOptions,
+) -> conv_host::Result<Array1<f64>> {
+    reference::correlate1d(input, weights, 0, options)
 }
 
-fn with_mode(mode: BoundaryMode) -> Conv1dOptions {
-    Conv1dOptions {
-        mode,
-        ..Default::default()
+/// The reference 1D convolution of a signal (along its only axis).
+fn convolve1d<S: Data<Elem = f32>, M: Data<Elem = f32>>(
+    input: &ArrayBase<S, Ix1>,
+    weights: &ArrayBase<M, Ix1>,
+    options: &NdOptions,
+) -> conv_host::Result<Array1<f64>> {
+    reference::convolve1d(input, weights, 0, options)
+}
+
+/// The old `Conv1dOptions::default()`: zero ghost cells (not SciPy's reflect).
+fn zero_ghosts() -> NdOptions {
+    zero_border()
+}
+
+fn with_mode(mode: BoundaryMode) -> NdOptions {
+    NdOptions {
+        mode: mode.into(),
+        ..zero_border()
     }
 }
 
@@ -143,10 +163,10 @@ fn origins_and_even_masks_follow_scipy() {
         (1, [20.0, 30.0, 39.0, 45.0, 46.0]),
     ];
     for (origin, expected) in correlated {
-        let options = Conv1dOptions {
-            origin,
-            mode: BoundaryMode::Reflect,
-            ..Default::default()
+        let options = NdOptions {
+            origin: origin.into(),
+            mode: BoundaryMode::Reflect.into(),
+            ..zero_border()
         };
         assert_eq!(
             correlate1d(&x, &w, &options).unwrap(),
@@ -155,10 +175,10 @@ fn origins_and_even_masks_follow_scipy() {
         );
     }
     for (origin, expected) in convolved {
-        let options = Conv1dOptions {
-            origin,
-            mode: BoundaryMode::Reflect,
-            ..Default::default()
+        let options = NdOptions {
+            origin: origin.into(),
+            mode: BoundaryMode::Reflect.into(),
+            ..zero_border()
         };
         assert_eq!(
             convolve1d(&x, &w, &options).unwrap(),
@@ -172,9 +192,9 @@ fn origins_and_even_masks_follow_scipy() {
 fn invalid_origins_are_typed_errors() {
     let x = array![1.0f32, 2.0, 3.0];
     let w = array![1.0f32, 2.0, 3.0, 4.0];
-    let at = |origin| Conv1dOptions {
-        origin,
-        ..Default::default()
+    let at = |origin: isize| NdOptions {
+        origin: origin.into(),
+        ..zero_border()
     };
     assert!(matches!(
         correlate1d(&x, &w, &at(2)),
@@ -210,20 +230,20 @@ fn empty_mask_and_bad_clamp_are_errors_empty_input_is_empty() {
         correlate1d(&x, &Array1::<f32>::zeros(0), &zero_ghosts()),
         Err(ConvError::EmptyMask)
     ));
-    let clamp = Conv1dOptions {
+    let clamp = NdOptions {
         clamp: Some(Clamp { lo: 1.0, hi: 0.0 }),
-        ..Default::default()
+        ..zero_border()
     };
     assert!(matches!(
         correlate1d(&x, &array![1.0f32], &clamp),
         Err(ConvError::InvalidClamp { .. })
     ));
-    let nan_clamp = Conv1dOptions {
+    let nan_clamp = NdOptions {
         clamp: Some(Clamp {
             lo: f32::NAN,
             hi: 0.0,
         }),
-        ..Default::default()
+        ..zero_border()
     };
     assert!(matches!(
         correlate1d(&x, &array![1.0f32], &nan_clamp),
@@ -240,9 +260,9 @@ fn empty_mask_and_bad_clamp_are_errors_empty_input_is_empty() {
 #[test]
 fn clamp_limits_the_output_and_keeps_nan() {
     let x = array![-2.0f32, 0.5, 2.0, f32::NAN];
-    let clamp = Conv1dOptions {
+    let clamp = NdOptions {
         clamp: Some(Clamp { lo: 0.0, hi: 1.0 }),
-        ..Default::default()
+        ..zero_border()
     };
     let out = correlate1d(&x, &array![1.0f32], &clamp).unwrap();
     assert_eq!(out.slice(s![..3]), array![0.0, 0.5, 1.0]);

@@ -3,26 +3,41 @@
 
 mod common;
 
+use common::zero_border;
 use common::{
     all_modes, assert_engine_works, engine, expected1d, gpu1d, random_origin, random_vec, rng,
 };
+use conv_host::ndimage::{NdOptions, Runs};
 use conv_host::reference::correlate1d;
-use conv_host::{BoundaryMode, Clamp, Conv1dOptions, ConvError, Kernel, MASK_CAPACITY};
+use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, LaunchPlan, MASK_CAPACITY};
 use ndarray::{Array1, ArrayView1, ArrayViewMut1, array, s};
 use rand::Rng;
 
 const TILES: [u32; 5] = [1, 32, 33, 256, 1024];
 
+/// The design a correlation of a signal of `len` elements with a mask of `mask_len` taps runs
+/// on (the old `Engine::plan1d`; a 1D design's choice depends on the lengths only).
+fn plan1d(len: usize, mask_len: usize, options: &NdOptions) -> LaunchPlan {
+    let mask = Array1::<f32>::ones(mask_len);
+    match engine().ndimage().plan_correlate(&[len], &mask, options) {
+        Ok(Runs::Design(plan)) => plan,
+        other => panic!("a signal of {len} with {mask_len} taps runs on a design: {other:?}"),
+    }
+}
+
 /// Runs one configuration on every kernel and compares with the reference.
 fn check_all_kernels(
     x: ArrayView1<f32>,
     w: ArrayView1<f32>,
-    options: Conv1dOptions,
+    options: NdOptions,
     convolve: bool,
 ) -> usize {
     let expected = expected1d(x, w, &options, convolve);
     for kernel in Kernel::TEXTBOOK {
-        let options = Conv1dOptions { kernel, ..options };
+        let options = NdOptions {
+            kernel,
+            ..options.clone()
+        };
         let what = format!(
             "{kernel} len {} mask {} convolve {convolve} {options:?}",
             x.len(),
@@ -43,13 +58,14 @@ fn known_answers_on_every_kernel_and_tile() {
     let exercise_mask = array![2.0f32, 1.0, 4.0];
     for kernel in Kernel::TEXTBOOK {
         for tile in [1, 2, 3, 32, 1024] {
-            let options = Conv1dOptions {
+            let options = NdOptions {
                 kernel,
-                tile: Some(tile),
-                ..Default::default()
+                tile: Some((tile, 1)),
+                ..zero_border()
             };
             let blog = engine()
-                .correlate1d(&blog_input, &blog_mask, &options)
+                .ndimage()
+                .correlate1d(&blog_input, &blog_mask, 0, &options)
                 .unwrap();
             assert_eq!(
                 blog,
@@ -57,7 +73,8 @@ fn known_answers_on_every_kernel_and_tile() {
                 "{kernel} tile {tile}"
             );
             let exercise = engine()
-                .correlate1d(&exercise_input, &exercise_mask, &options)
+                .ndimage()
+                .correlate1d(&exercise_input, &exercise_mask, 0, &options)
                 .unwrap();
             assert_eq!(
                 exercise,
@@ -66,15 +83,19 @@ fn known_answers_on_every_kernel_and_tile() {
             );
             // Small integers are exact in f32: each mode must equal the reference exactly.
             for mode in all_modes() {
-                let options = Conv1dOptions { mode, ..options };
+                let options = NdOptions {
+                    mode: mode.into(),
+                    ..options.clone()
+                };
                 for mask in [
                     exercise_mask.view(),
                     blog_mask.view(),
                     Array1::ones(11).view(),
                 ] {
-                    let expected = correlate1d(&exercise_input, &mask, &options).unwrap();
+                    let expected = correlate1d(&exercise_input, &mask, 0, &options).unwrap();
                     let got = engine()
-                        .correlate1d(&exercise_input, &mask, &options)
+                        .ndimage()
+                        .correlate1d(&exercise_input, &mask, 0, &options)
                         .unwrap();
                     assert_eq!(
                         got.mapv(f64::from),
@@ -108,11 +129,11 @@ fn randomized_kernels_modes_tiles_lengths_masks() {
                 for mask_len in masks {
                     let convolve = rng.random_bool(0.5);
                     let origin = random_origin(&mut rng, mask_len, convolve);
-                    let options = Conv1dOptions {
-                        mode,
-                        origin,
-                        tile: Some(tile),
-                        ..Default::default()
+                    let options = NdOptions {
+                        mode: mode.into(),
+                        origin: origin.into(),
+                        tile: Some((tile, 1)),
+                        ..zero_border()
                     };
                     let x = random_vec(&mut rng, len);
                     let w = random_vec(&mut rng, mask_len);
@@ -127,10 +148,10 @@ fn randomized_kernels_modes_tiles_lengths_masks() {
         for mask_len in [3, 31] {
             let w = random_vec(&mut rng, mask_len);
             for tile in [1, 33, 256, 1024] {
-                let options = Conv1dOptions {
-                    mode,
-                    tile: Some(tile),
-                    ..Default::default()
+                let options = NdOptions {
+                    mode: mode.into(),
+                    tile: Some((tile, 1)),
+                    ..zero_border()
                 };
                 runs += check_all_kernels(x.view(), w.view(), options, false);
             }
@@ -144,9 +165,7 @@ fn randomized_kernels_modes_tiles_lengths_masks() {
 fn masks_beyond_constant_memory_use_global_memory_kernels() {
     let (mut rng, _) = rng("long masks");
     for mask_len in [MASK_CAPACITY, MASK_CAPACITY + 1, 5000] {
-        let plan = engine()
-            .plan1d(7919, mask_len, &Conv1dOptions::default())
-            .unwrap();
+        let plan = plan1d(7919, mask_len, &zero_border());
         assert_eq!(plan.mask_in_constant_memory, mask_len <= MASK_CAPACITY);
         let x = random_vec(&mut rng, 7919);
         let w = random_vec(&mut rng, mask_len);
@@ -158,9 +177,9 @@ fn masks_beyond_constant_memory_use_global_memory_kernels() {
             check_all_kernels(
                 x.view(),
                 w.view(),
-                Conv1dOptions {
-                    mode,
-                    ..Default::default()
+                NdOptions {
+                    mode: mode.into(),
+                    ..zero_border()
                 },
                 true,
             );
@@ -180,11 +199,11 @@ fn strided_inputs_and_outputs() {
         base.slice(s![..;-7]),
     ] {
         for kernel in Kernel::TEXTBOOK {
-            let options = Conv1dOptions {
+            let options = NdOptions {
                 kernel,
-                mode: BoundaryMode::Mirror,
-                tile: Some(64),
-                ..Default::default()
+                mode: BoundaryMode::Mirror.into(),
+                tile: Some((64, 1)),
+                ..zero_border()
             };
             let expected = expected1d(view, w.view(), &options, false);
             expected.check(
@@ -195,7 +214,8 @@ fn strided_inputs_and_outputs() {
             let mut target = Array1::from_elem(2 * view.len(), f32::NAN);
             let mut slots = target.slice_mut(s![..;-2]);
             engine()
-                .correlate1d_into(&view, &w, &options, slots.view_mut())
+                .ndimage()
+                .correlate1d_into(&view, &w, 0, &options, slots.view_mut())
                 .unwrap();
             expected.check(slots.view(), "into a strided view");
             assert!(target.slice(s![..;-2]).iter().all(|v| v.is_finite()));
@@ -213,22 +233,24 @@ fn clamp_and_nan_propagation() {
     let x = array![-2.0f32, 0.25, 2.0, 0.5, f32::NAN, 0.5, 0.5];
     let w = array![1.0f32];
     for kernel in Kernel::TEXTBOOK {
-        let options = Conv1dOptions {
+        let options = NdOptions {
             kernel,
             clamp: Some(Clamp { lo: 0.0, hi: 1.0 }),
-            ..Default::default()
+            ..zero_border()
         };
-        let got = engine().correlate1d(&x, &w, &options).unwrap();
+        let got = engine().ndimage().correlate1d(&x, &w, 0, &options).unwrap();
         assert_eq!(got.slice(s![..4]), array![0.0, 0.25, 1.0, 0.5]);
         assert!(got[4].is_nan());
         // A NaN tap poisons every output it touches (IEEE propagation), and only those.
         let spread = engine()
+            .ndimage()
             .correlate1d(
                 &x,
                 &array![1.0f32, 1.0, 1.0],
-                &Conv1dOptions {
+                0,
+                &NdOptions {
                     kernel,
-                    ..Default::default()
+                    ..zero_border()
                 },
             )
             .unwrap();
@@ -248,13 +270,13 @@ fn bad_launches_are_typed_errors_and_the_engine_recovers() {
         (Kernel::ConstantMask, max_threads + 1, 3),
         (Kernel::Tiled, 1024, 200_000), // (1024 + 199_999) * 4 bytes of shared memory
     ] {
-        let options = Conv1dOptions {
+        let options = NdOptions {
             kernel,
-            tile: Some(tile),
-            ..Default::default()
+            tile: Some((tile, 1)),
+            ..zero_border()
         };
-        let long_mask = Array1::ones(mask_len);
-        let result = engine().correlate1d(&x, &long_mask, &options);
+        let long_mask = Array1::<f32>::ones(mask_len);
+        let result = engine().ndimage().correlate1d(&x, &long_mask, 0, &options);
         assert!(
             matches!(result, Err(ConvError::InvalidLaunch { .. })),
             "{kernel} tile {tile}: {result:?}"
@@ -262,7 +284,9 @@ fn bad_launches_are_typed_errors_and_the_engine_recovers() {
         assert_engine_works();
     }
     let mut short = Array1::<f32>::zeros(2);
-    let result = engine().correlate1d_into(&x, &w, &Conv1dOptions::default(), short.view_mut());
+    let result = engine()
+        .ndimage()
+        .correlate1d_into(&x, &w, 0, &zero_border(), short.view_mut());
     assert!(matches!(result, Err(ConvError::ShapeMismatch { .. })));
     // Overlap cannot be built in safe Rust; build it as a caller with raw pointers might.
     let mut buffer = array![1.0f32, 2.0, 3.0, 4.0];
@@ -275,7 +299,9 @@ fn bad_launches_are_typed_errors_and_the_engine_recovers() {
             ArrayViewMut1::from_shape_ptr(3, pointer.add(1)),
         )
     };
-    let result = engine().correlate1d_into(&input, &w, &Conv1dOptions::default(), output);
+    let result = engine()
+        .ndimage()
+        .correlate1d_into(&input, &w, 0, &zero_border(), output);
     assert!(
         matches!(result, Err(ConvError::OverlappingOutput)),
         "{result:?}"
@@ -314,13 +340,13 @@ fn lengths_past_two_to_the_31_index_correctly() {
         (Kernel::Tiled, 1024),
         (Kernel::TiledL2, 128),
     ] {
-        let options = Conv1dOptions {
+        let options = NdOptions {
             kernel,
-            tile: Some(tile),
-            mode: BoundaryMode::Wrap,
-            ..Default::default()
+            tile: Some((tile, 1)),
+            mode: BoundaryMode::Wrap.into(),
+            ..zero_border()
         };
-        let got = engine().correlate1d(&x, &w, &options).unwrap();
+        let got = engine().ndimage().correlate1d(&x, &w, 0, &options).unwrap();
         for &i in &probes {
             let (mut sum, mut magnitude) = (0.0f64, 0.0f64);
             for (j, &tap) in w.iter().enumerate() {
@@ -361,20 +387,14 @@ fn auto_without_a_register_kernel_matches_the_reference() {
     // textbook design Auto would take without it.
     let sms = engine().device().multiprocessor_count as usize;
     for (taps, textbook_kernel) in [(3, Kernel::ConstantMask), (31, Kernel::Tiled)] {
-        let long = engine()
-            .plan1d(1 << 24, taps, &Conv1dOptions::default())
-            .unwrap();
+        let long = plan1d(1 << 24, taps, &zero_border());
         assert_eq!(long.kernel, Kernel::RegisterTiled, "{taps} taps, 2^24");
         let len = (sms / 2).saturating_sub(1).max(1) * long.output_tile.0 as usize;
-        let short = engine()
-            .plan1d(len, taps, &Conv1dOptions::default())
-            .unwrap();
+        let short = plan1d(len, taps, &zero_border());
         assert_eq!(short.kernel, textbook_kernel, "{taps} taps, {len} elements");
     }
     for (taps, kernel) in cases {
-        let plan = engine()
-            .plan1d(100_003, taps, &Conv1dOptions::default())
-            .unwrap();
+        let plan = plan1d(100_003, taps, &zero_border());
         assert_eq!(plan.kernel, kernel, "Auto for {taps} taps");
         let w = Array1::from(random_vec(&mut rng, taps));
         // Long signals for the short masks only: the reference's time grows with both.
@@ -383,10 +403,10 @@ fn auto_without_a_register_kernel_matches_the_reference() {
             let x = Array1::from(random_vec(&mut rng, len));
             for mode in all_modes() {
                 let convolve = rng.random_bool(0.5);
-                let options = Conv1dOptions {
-                    mode,
-                    origin: random_origin(&mut rng, taps, convolve),
-                    ..Default::default()
+                let options = NdOptions {
+                    mode: mode.into(),
+                    origin: random_origin(&mut rng, taps, convolve).into(),
+                    ..zero_border()
                 };
                 let what = format!("Auto, {taps} taps, len {len}, {options:?}, seed {seed}");
                 let got = gpu1d(x.view(), w.view(), &options, convolve)
@@ -403,9 +423,7 @@ fn register_tiled_kernels_match_the_reference() {
     let (mut rng, seed) = rng("1d register-tiled");
     let mut runs = 0;
     for m in [3, 5, 7, 9, 15, 31] {
-        let plan = engine()
-            .plan1d(1 << 20, m, &Conv1dOptions::default())
-            .unwrap();
+        let plan = plan1d(1 << 20, m, &zero_border());
         assert_eq!(
             plan.kernel,
             Kernel::RegisterTiled,
@@ -415,11 +433,11 @@ fn register_tiled_kernels_match_the_reference() {
             for mode in all_modes() {
                 let convolve = rng.random_bool(0.5);
                 let origin = random_origin(&mut rng, m, convolve);
-                let options = Conv1dOptions {
-                    mode,
-                    origin,
+                let options = NdOptions {
+                    mode: mode.into(),
+                    origin: origin.into(),
                     kernel: Kernel::RegisterTiled,
-                    ..Default::default()
+                    ..zero_border()
                 };
                 let x = random_vec(&mut rng, len);
                 let w = random_vec(&mut rng, m);
@@ -430,22 +448,26 @@ fn register_tiled_kernels_match_the_reference() {
             }
         }
     }
-    let unsupported = Conv1dOptions {
+    let unsupported = NdOptions {
         kernel: Kernel::RegisterTiled,
-        ..Default::default()
+        ..zero_border()
     };
     let x = random_vec(&mut rng, 100);
     assert!(matches!(
-        engine().correlate1d(&x, &random_vec(&mut rng, 4), &unsupported),
+        engine()
+            .ndimage()
+            .correlate1d(&x, &random_vec(&mut rng, 4), 0, &unsupported),
         Err(ConvError::InvalidLaunch { .. })
     ));
-    let wrong_tile = Conv1dOptions {
+    let wrong_tile = NdOptions {
         kernel: Kernel::RegisterTiled,
-        tile: Some(128),
-        ..Default::default()
+        tile: Some((128, 1)),
+        ..zero_border()
     };
     assert!(matches!(
-        engine().correlate1d(&x, &random_vec(&mut rng, 5), &wrong_tile),
+        engine()
+            .ndimage()
+            .correlate1d(&x, &random_vec(&mut rng, 5), 0, &wrong_tile),
         Err(ConvError::InvalidLaunch { .. })
     ));
     eprintln!("1d register-tiled: {runs} runs matched the reference (seed {seed})");

@@ -7,9 +7,33 @@
 mod common;
 
 use common::images::{random_array3, random_mask, random_separable_mask};
-use common::{all_modes, check_gpu2d, engine, random_origin, rng};
-use conv_host::{Conv2dOptions, Kernel};
+use common::{
+    all_modes, check_gpu2d, engine, image_mask, image_options, random_origin, rng, zero_border,
+};
+use conv_host::ndimage::{NdOptions, Runs};
+use conv_host::{Kernel, LaunchPlan};
+use ndarray::{Array2, Ix3};
 use rand::Rng;
+
+/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
+/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
+fn plan2d(
+    mask: &Array2<f32>,
+    (h, w, c): (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<LaunchPlan> {
+    let nd = engine().ndimage();
+    let runs = if c == 1 {
+        nd.plan_correlate(&[h, w], mask, options)?
+    } else {
+        let mask = image_mask::<Ix3>(mask.view(), 3);
+        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
+    };
+    match runs {
+        Runs::Design(plan) => Ok(plan),
+        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
+    }
+}
 
 /// Small images leave the wide register-tiled kernel too few blocks, and the general separable
 /// kernel too little work: `Auto` runs them on the tiled kernel (whose default block keeps a
@@ -29,8 +53,7 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
             let under = side_for(30_000 * sms) - 2;
             let over = side_for(30_000 * sms) + 2;
             let plan = |side: usize| {
-                engine()
-                    .plan2d(&mask, (side, side, channels), &Conv2dOptions::default())
+                plan2d(&mask, (side, side, channels), &zero_border())
                     .unwrap()
                     .kernel
             };
@@ -46,9 +69,9 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
             );
             let image = random_array3(&mut rng, (under, under, channels));
             for mode in all_modes() {
-                let options = Conv2dOptions {
-                    mode,
-                    ..Default::default()
+                let options = NdOptions {
+                    mode: mode.into(),
+                    ..zero_border()
                 };
                 let what = format!(
                     "Auto, rank-1 {rows}x{cols} mask, {under}^2 x {channels}, {mode:?}, seed {seed}"
@@ -60,9 +83,7 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
     for (rows, cols) in [(15, 15), (31, 31), (5, 11), (21, 9)] {
         for channels in [1, 3, 4] {
             let mask = random_mask(&mut rng, (rows, cols));
-            let large = engine()
-                .plan2d(&mask, (4096, 4096, channels), &Conv2dOptions::default())
-                .unwrap();
+            let large = plan2d(&mask, (4096, 4096, channels), &zero_border()).unwrap();
             assert_eq!(
                 large.kernel,
                 Kernel::RegisterTiled,
@@ -73,9 +94,7 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
             let (tile_w, tile_h) = (large.output_tile.0 as usize, large.output_tile.1 as usize);
             let strips = (64 * channels).div_ceil(tile_w);
             let height = (sms / 5 / strips).max(1) * tile_h - 3;
-            let small = engine()
-                .plan2d(&mask, (height, 64, channels), &Conv2dOptions::default())
-                .unwrap();
+            let small = plan2d(&mask, (height, 64, channels), &zero_border()).unwrap();
             assert_eq!(
                 small.kernel,
                 Kernel::Tiled,
@@ -84,13 +103,14 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
             let image = random_array3(&mut rng, (height, 64, channels));
             for mode in all_modes() {
                 let convolve = rng.random_bool(0.5);
-                let options = Conv2dOptions {
-                    mode,
+                let options = NdOptions {
+                    mode: mode.into(),
                     origin: [
                         random_origin(&mut rng, rows, convolve),
                         random_origin(&mut rng, cols, convolve),
-                    ],
-                    ..Default::default()
+                    ]
+                    .into(),
+                    ..zero_border()
                 };
                 let what = format!(
                     "Auto, {rows}x{cols} mask, {height}x64x{channels}, {options:?}, seed {seed}"

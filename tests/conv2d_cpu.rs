@@ -1,14 +1,45 @@
 //! The 2D CPU reference: hand-checked and SciPy known answers, channels, layouts, errors.
 //! SciPy values were produced with scipy.ndimage 1.17.1 (`correlate` / `convolve`).
 
-use conv_host::reference::{convolve2d, correlate2d};
-use conv_host::{BoundaryMode, Conv2dOptions, ConvError};
-use ndarray::{Array2, Array3, Axis, array, s};
+mod common;
 
-fn with_mode(mode: BoundaryMode) -> Conv2dOptions {
-    Conv2dOptions {
-        mode,
-        ..Default::default()
+use common::{image_mask, image_options, zero_border};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, ConvError, reference};
+use ndarray::{Array, Array2, Array3, ArrayBase, Axis, Data, Dimension, array, s};
+
+/// The reference 2D correlation of an image `H x W` or `H x W x C` with a 2D mask (given the
+/// channel axis of extent 1 for `H x W x C`).
+fn correlate2d<S: Data<Elem = f32>, D: Dimension>(
+    image: &ArrayBase<S, D>,
+    mask: &Array2<f32>,
+    options: &NdOptions,
+) -> conv_host::Result<Array<f64, D>> {
+    let ndim = image.ndim();
+    let mask = image_mask::<D>(mask.view(), ndim);
+    reference::correlate(image, &mask, &image_options(options, ndim))
+}
+
+/// The reference 2D convolution of an image `H x W` or `H x W x C` with a 2D mask.
+fn convolve2d<S: Data<Elem = f32>, D: Dimension>(
+    image: &ArrayBase<S, D>,
+    mask: &Array2<f32>,
+    options: &NdOptions,
+) -> conv_host::Result<Array<f64, D>> {
+    let ndim = image.ndim();
+    let mask = image_mask::<D>(mask.view(), ndim);
+    reference::convolve(image, &mask, &image_options(options, ndim))
+}
+
+/// The old `Conv2dOptions::default()`: zero ghost cells (not SciPy's reflect).
+fn zero_ghosts() -> NdOptions {
+    zero_border()
+}
+
+fn with_mode(mode: BoundaryMode) -> NdOptions {
+    NdOptions {
+        mode: mode.into(),
+        ..zero_border()
     }
 }
 
@@ -86,10 +117,10 @@ fn rectangular_even_mask_in_every_mode() {
             assert_eq!(got, Array2::from(convolved.to_vec()), "convolve {mode:?}");
         }
     }
-    let shifted = Conv2dOptions {
-        mode: BoundaryMode::Reflect,
-        origin: [-1, 1],
-        ..Default::default()
+    let shifted = NdOptions {
+        mode: BoundaryMode::Reflect.into(),
+        origin: [-1, 1].into(),
+        ..zero_border()
     };
     let expected = array![[4., 2., 4., 7.], [16., 14., 16., 19.], [28., 26., 28., 31.]];
     assert_eq!(correlate2d(&image_3x4(), &w, &shifted).unwrap(), expected);
@@ -103,7 +134,7 @@ fn course_report_5x5_box_counts_neighbours() {
     let out = correlate2d(
         &Array2::<f32>::ones((7, 7)),
         &Array2::<f32>::ones((5, 5)),
-        &Default::default(),
+        &zero_ghosts(),
     )
     .unwrap();
     assert_eq!(out[[0, 0]], 9.0);
@@ -174,7 +205,7 @@ fn mask_larger_than_image_and_degenerate_shapes() {
     );
     // Constant: only the centre tap lands inside.
     assert_eq!(
-        correlate2d(&one, &Array2::ones((3, 3)), &Default::default()).unwrap()[[0, 0]],
+        correlate2d(&one, &Array2::ones((3, 3)), &zero_ghosts()).unwrap()[[0, 0]],
         2.0
     );
     // Zero channels or zero rows: a defined, empty result.
@@ -182,7 +213,7 @@ fn mask_larger_than_image_and_degenerate_shapes() {
         correlate2d(
             &Array3::<f32>::zeros((4, 4, 0)),
             &Array2::ones((3, 3)),
-            &Default::default()
+            &zero_ghosts()
         )
         .unwrap()
         .len(),
@@ -192,7 +223,7 @@ fn mask_larger_than_image_and_degenerate_shapes() {
         correlate2d(
             &Array2::<f32>::zeros((0, 4)),
             &Array2::ones((3, 3)),
-            &Default::default()
+            &zero_ghosts()
         )
         .unwrap()
         .len(),
@@ -204,12 +235,12 @@ fn mask_larger_than_image_and_degenerate_shapes() {
 fn option_errors() {
     let image = image_3x4();
     assert!(matches!(
-        correlate2d(&image, &Array2::<f32>::zeros((0, 3)), &Default::default()),
+        correlate2d(&image, &Array2::<f32>::zeros((0, 3)), &zero_ghosts()),
         Err(ConvError::EmptyMask)
     ));
-    let bad = Conv2dOptions {
-        origin: [0, 2],
-        ..Default::default()
+    let bad = NdOptions {
+        origin: [0, 2].into(),
+        ..zero_border()
     };
     assert!(matches!(
         correlate2d(&image, &Array2::<f32>::ones((3, 3)), &bad),

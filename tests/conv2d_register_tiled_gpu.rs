@@ -8,9 +8,34 @@ mod common;
 
 use common::images::{random_array3, random_mask};
 use common::tensor_copy::{check_tensor_copies, has_tensor_copies};
-use common::{all_modes, check_gpu2d, engine, random_origin, rng};
-use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, Kernel};
+use common::{
+    all_modes, check_gpu2d, engine, gpu1d, gpu2d, image_mask, image_options, random_origin, rng,
+    zero_border,
+};
+use conv_host::ndimage::{NdOptions, Runs};
+use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, LaunchPlan};
+use ndarray::{Array2, Ix3};
 use rand::Rng;
+
+/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
+/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
+fn plan2d(
+    mask: &Array2<f32>,
+    (h, w, c): (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<LaunchPlan> {
+    let nd = engine().ndimage();
+    let runs = if c == 1 {
+        nd.plan_correlate(&[h, w], mask, options)?
+    } else {
+        let mask = image_mask::<Ix3>(mask.view(), 3);
+        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
+    };
+    match runs {
+        Runs::Design(plan) => Ok(plan),
+        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
+    }
+}
 
 /// Small images through every register-tiled family (the streaming design, the wide design at
 /// one and several blocks per row, every channel count): the case list the sanitizers run.
@@ -32,10 +57,10 @@ fn small_register_tiled_cases() {
         for channels in [1, 3, 4] {
             // 70 x 260: several block rows, strips at both sides.
             for (h, w) in [(1, 1), (37, 53), (20, 90), (70, 260)] {
-                let options = Conv2dOptions {
-                    mode: all_modes()[rng.random_range(0..6)],
+                let options = NdOptions {
+                    mode: all_modes()[rng.random_range(0..6)].into(),
                     kernel: Kernel::RegisterTiled,
-                    ..Default::default()
+                    ..zero_border()
                 };
                 let mask = random_mask(&mut rng, shape);
                 let image = random_array3(&mut rng, (h, w, channels));
@@ -86,13 +111,12 @@ fn register_tiled_kernels_match_the_reference() {
     ];
     for (rows, cols) in masks {
         for channels in [1, 3, 4] {
-            let plan = engine()
-                .plan2d(
-                    &random_mask(&mut rng, (rows, cols)),
-                    (4096, 4096, channels),
-                    &Conv2dOptions::default(),
-                )
-                .unwrap();
+            let plan = plan2d(
+                &random_mask(&mut rng, (rows, cols)),
+                (4096, 4096, channels),
+                &zero_border(),
+            )
+            .unwrap();
             // On Hopper, the streaming sizes from 7 x 7 on and 5 x 5 over several channels
             // run staged by tensor copies (`register-tiled-tma`: `conv2d_tensor_copy_gpu`'s
             // `streaming_tensor_copy_kernels_match_the_reference`).
@@ -126,11 +150,11 @@ fn register_tiled_kernels_match_the_reference() {
                     random_origin(&mut rng, rows, convolve),
                     random_origin(&mut rng, cols, convolve),
                 ];
-                let options = Conv2dOptions {
-                    mode,
-                    origin,
+                let options = NdOptions {
+                    mode: mode.into(),
+                    origin: origin.into(),
                     kernel: Kernel::RegisterTiled,
-                    ..Default::default()
+                    ..zero_border()
                 };
                 let mask = random_mask(&mut rng, (rows, cols));
                 let image = random_array3(&mut rng, (h, w, channels));
@@ -153,10 +177,10 @@ fn register_tiled_kernels_match_the_reference() {
         (BoundaryMode::Mirror, (9, 9)),
         (BoundaryMode::Wrap, (15, 15)),
     ] {
-        let options = Conv2dOptions {
-            mode,
+        let options = NdOptions {
+            mode: mode.into(),
             kernel: Kernel::RegisterTiled,
-            ..Default::default()
+            ..zero_border()
         };
         let (mask, image) = (
             random_mask(&mut rng, mask_shape),
@@ -167,10 +191,10 @@ fn register_tiled_kernels_match_the_reference() {
         runs += 1;
     }
     // Clamped outputs, in both designs.
-    let clamped = Conv2dOptions {
+    let clamped = NdOptions {
         clamp: Some(Clamp { lo: -0.1, hi: 0.2 }),
         kernel: Kernel::RegisterTiled,
-        ..Default::default()
+        ..zero_border()
     };
     for shape in [(5, 5), (9, 9)] {
         let (mask, image) = (
@@ -183,17 +207,17 @@ fn register_tiled_kernels_match_the_reference() {
     }
     // Where no register-tiled kernel was compiled, or the mask outgrows constant memory: a typed
     // error, and Auto picks another design.
-    let odd = Conv2dOptions {
+    let odd = NdOptions {
         kernel: Kernel::RegisterTiled,
-        ..Default::default()
+        ..zero_border()
     };
     for shape in [(16, 16), (31, 30), (9, 33), (140, 31)] {
         let mask = random_mask(&mut rng, shape);
         assert!(matches!(
-            engine().plan2d(&mask, (64, 64, 1), &odd),
+            plan2d(&mask, (64, 64, 1), &odd),
             Err(ConvError::InvalidLaunch { .. })
         ));
-        let auto = engine().plan2d(&mask, (64, 64, 1), &Conv2dOptions::default());
+        let auto = plan2d(&mask, (64, 64, 1), &zero_border());
         assert_eq!(
             auto.unwrap().kernel,
             Kernel::Tiled,
@@ -202,42 +226,43 @@ fn register_tiled_kernels_match_the_reference() {
     }
     let image = random_array3(&mut rng, (20, 20, 2));
     assert!(matches!(
-        engine().correlate2d(&image, &random_mask(&mut rng, (5, 5)), &odd),
+        gpu2d(
+            image.view(),
+            random_mask(&mut rng, (5, 5)).view(),
+            &odd,
+            false
+        ),
         Err(ConvError::InvalidLaunch { .. })
     ));
     assert!(matches!(
-        engine().correlate2d(&image, &random_mask(&mut rng, (4, 6)), &odd),
+        gpu2d(
+            image.view(),
+            random_mask(&mut rng, (4, 6)).view(),
+            &odd,
+            false
+        ),
         Err(ConvError::InvalidLaunch { .. })
     ));
     assert_ne!(
-        engine()
-            .plan2d(
-                &random_mask(&mut rng, (4, 6)),
-                (64, 64, 1),
-                &Conv2dOptions::default(),
-            )
+        plan2d(&random_mask(&mut rng, (4, 6)), (64, 64, 1), &zero_border())
             .unwrap()
             .kernel,
         Kernel::RegisterTiled
     );
-    let one_d = conv_host::Conv1dOptions {
-        kernel: Kernel::RegisterTiled,
-        ..Default::default()
-    };
+    // A 1D signal with a mask length no 1D register-tiled kernel was compiled for.
     let signal = ndarray::Array1::<f32>::ones(10);
     assert!(matches!(
-        engine().correlate1d(&signal, &signal, &one_d),
+        gpu1d(signal.view(), signal.view(), &odd, false),
         Err(ConvError::InvalidLaunch { .. })
     ));
     // The 3 x 3 and 5 x 5 streaming kernels walk steps of 16 rows on GPUs whose memory is fast
     // for their SMs (an H200), of 32 elsewhere (an H100): each device tests its own set, and
     // the project's GPU checks run on both.
-    let forced = Conv2dOptions {
+    let forced = NdOptions {
         kernel: Kernel::RegisterTiled,
-        ..Default::default()
+        ..zero_border()
     };
-    let streaming = engine()
-        .plan2d(&random_mask(&mut rng, (5, 5)), (64, 64, 1), &forced)
+    let streaming = plan2d(&random_mask(&mut rng, (5, 5)), (64, 64, 1), &forced)
         .unwrap()
         .entry_point;
     let device = engine().device();

@@ -8,25 +8,73 @@ mod common;
 
 use common::images::{SEPARABLE_IMAGES, random_array3, random_separable_mask};
 use common::tensor_copy::{check_tensor_copies, has_tensor_copies};
-use common::{all_modes, assert_close, check_gpu2d, engine, expected2d, random_origin, rng};
-use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, Kernel};
-use ndarray::{Array2, Axis, s};
+use common::{
+    all_modes, assert_close, check_gpu2d, engine, expected2d, gpu2d, image_mask, image_options,
+    random_origin, rng, zero_border,
+};
+use conv_host::ndimage::{NdOptions, Runs};
+use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, LaunchPlan, reference};
+use ndarray::{Array2, Axis, Ix3, s};
 use rand::Rng;
 use rand::rngs::StdRng;
+
+/// Interleaved channels the designs take: an `H x W x C` image of more runs on the 3D kernel,
+/// which takes `Kernel::Auto` and no tile (naming a design or a tile is `InvalidDesign`).
+const MAX_DESIGN_CHANNELS: usize = 4;
+
+/// What a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D `mask`
+/// runs on, or the error it would return.
+fn plan_runs(
+    mask: &Array2<f32>,
+    (h, w, c): (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<Runs> {
+    let nd = engine().ndimage();
+    if c == 1 {
+        nd.plan_correlate(&[h, w], mask, options)
+    } else {
+        let mask = image_mask::<Ix3>(mask.view(), 3);
+        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))
+    }
+}
+
+/// The design a correlation of an image `h x w x c` (`h x w` for one channel, `c` up to
+/// [`MAX_DESIGN_CHANNELS`]) with a 2D `mask` runs on, or the error it would return (the old
+/// `Engine::plan2d`).
+fn plan2d(
+    mask: &Array2<f32>,
+    shape: (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<LaunchPlan> {
+    match plan_runs(mask, shape, options)? {
+        Runs::Design(plan) => Ok(plan),
+        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
+    }
+}
+
+/// The options of the old `gaussian_filter(image, sigma, truncate, options)`: `options`'s
+/// mode, this truncate.
+fn gaussian_options(options: &NdOptions, truncate: f64) -> NdOptions {
+    NdOptions {
+        truncate,
+        ..options.clone()
+    }
+}
 
 /// One separable configuration with a random mode, origin and operation, in a contiguous or
 /// a strided image, against the reference.
 fn check_separable(rng: &mut StdRng, mask: &Array2<f32>, channels: usize, (h, w): (usize, usize)) {
     let shape = mask.dim();
     let convolve = rng.random_bool(0.5);
-    let options = Conv2dOptions {
-        mode: all_modes()[rng.random_range(0..6)],
+    let mut options = NdOptions {
+        mode: all_modes()[rng.random_range(0..6)].into(),
         origin: [
             random_origin(rng, shape.0, convolve),
             random_origin(rng, shape.1, convolve),
-        ],
+        ]
+        .into(),
         kernel: Kernel::Separable,
-        ..Default::default()
+        ..zero_border()
     };
     let what = format!("separable {shape:?} c{channels} {h}x{w} {options:?} convolve {convolve}");
     let big = random_array3(rng, (2 * h, w + 3, channels));
@@ -35,6 +83,17 @@ fn check_separable(rng: &mut StdRng, mask: &Array2<f32>, channels: usize, (h, w)
     } else {
         big.slice(s![..h, ..w, ..])
     };
+    // Past the designs' channels the image runs on the 3D kernel: naming the design is
+    // refused, and the image is checked there (`Auto`).
+    if channels > MAX_DESIGN_CHANNELS {
+        let refused = gpu2d(image.view(), mask.view(), &options, convolve);
+        assert!(
+            matches!(refused, Err(ConvError::InvalidDesign { .. })),
+            "{what}: past {MAX_DESIGN_CHANNELS} channels a named design must be refused, got {:?}",
+            refused.map(|_| "an output")
+        );
+        options.kernel = Kernel::Auto;
+    }
     check_gpu2d(image, mask.view(), &options, convolve, &what);
 }
 
@@ -96,9 +155,23 @@ fn separable_kernels_match_the_reference() {
     for &shape in &masks {
         for channels in [1, 2, 3, 4, 5] {
             let mask = random_separable_mask(&mut rng, shape);
-            let plan = engine()
-                .plan2d(&mask, (4096, 4096, channels), &Conv2dOptions::default())
-                .unwrap();
+            let runs_on = plan_runs(&mask, (4096, 4096, channels), &zero_border()).unwrap();
+            // Past the designs' channels, Auto runs the image on the 3D kernel.
+            if channels > MAX_DESIGN_CHANNELS {
+                assert_eq!(
+                    runs_on,
+                    Runs::Volume,
+                    "Auto for a separable {shape:?} mask, {channels} channels"
+                );
+                for image in SEPARABLE_IMAGES {
+                    check_separable(&mut rng, &mask, channels, image);
+                    runs += 1;
+                }
+                continue;
+            }
+            let Runs::Design(plan) = runs_on else {
+                panic!("a 2D image of {channels} channels runs on a design, not {runs_on:?}");
+            };
             // Auto factors 2D masks with a wide separable kernel (square, odd, 3 to 31 taps:
             // SEPARABLE_MASKS; 1, 3 or 4 channels), large ones, and those no register-tiled
             // kernel was compiled for (square up to 9 x 9, or 9 to 31 wide, odd).
@@ -148,11 +221,11 @@ fn separable_kernels_match_the_reference() {
             runs += 1;
         }
         let image = random_array3(&mut rng, (777, 530, 1));
-        let clamped = Conv2dOptions {
+        let clamped = NdOptions {
             clamp: Some(Clamp { lo: -0.1, hi: 0.2 }),
-            mode: BoundaryMode::Wrap,
+            mode: BoundaryMode::Wrap.into(),
             kernel: Kernel::Separable,
-            ..Default::default()
+            ..zero_border()
         };
         let what = format!("clamped separable {shape:?}");
         check_gpu2d(image.view(), mask.view(), &clamped, false, &what);
@@ -160,27 +233,24 @@ fn separable_kernels_match_the_reference() {
     // Clamping, single-channel arrays and the Gaussian filter, which Auto runs as two passes.
     let image = random_array3(&mut rng, (513, 301, 1)).index_axis_move(Axis(2), 0);
     let mask = random_separable_mask(&mut rng, (11, 11));
-    let clamped = Conv2dOptions {
+    let clamped = NdOptions {
         clamp: Some(Clamp { lo: -0.1, hi: 0.2 }),
-        mode: BoundaryMode::Reflect,
-        ..Default::default()
+        mode: BoundaryMode::Reflect.into(),
+        ..zero_border()
     };
     check_gpu2d(image.view(), mask.view(), &clamped, false, "clamped");
+    // An `H x W` image: sigma 3 on both axes, truncate 4, the zero border.
+    let gaussian_opts = gaussian_options(&zero_border(), 4.0);
     let gaussian = engine()
-        .gaussian_filter(&image, 3.0, 4.0, &Conv2dOptions::default())
+        .ndimage()
+        .gaussian_filter(&image, [3.0, 3.0], 0, &gaussian_opts)
         .unwrap();
-    let reference =
-        conv_host::reference::gaussian_filter(&image, 3.0, 4.0, &Conv2dOptions::default()).unwrap();
-    let magnitude = conv_host::reference::gaussian_filter(
-        &image.mapv(f32::abs),
-        3.0,
-        4.0,
-        &Conv2dOptions::default(),
-    )
-    .unwrap();
+    let expected = reference::gaussian_filter(&image, [3.0, 3.0], 0, &gaussian_opts).unwrap();
+    let magnitude =
+        reference::gaussian_filter(&image.mapv(f32::abs), [3.0, 3.0], 0, &gaussian_opts).unwrap();
     assert_close(
         gaussian.view(),
-        reference.view(),
+        expected.view(),
         magnitude.view(),
         "gaussian",
     );
@@ -188,26 +258,25 @@ fn separable_kernels_match_the_reference() {
     // that leaves the engine usable.
     let mut nearly = random_separable_mask(&mut rng, (5, 5));
     nearly[[2, 3]] += 1e-3;
-    let auto = engine()
-        .plan2d(&nearly, (64, 64, 1), &Conv2dOptions::default())
-        .unwrap();
+    let auto = plan2d(&nearly, (64, 64, 1), &zero_border()).unwrap();
     assert_ne!(auto.kernel, Kernel::Separable);
-    let named = Conv2dOptions {
+    let named = NdOptions {
         kernel: Kernel::Separable,
-        ..Default::default()
+        ..zero_border()
     };
     assert!(matches!(
-        engine().correlate2d(&image, &nearly, &named),
+        gpu2d(image.view(), nearly.view(), &named, false),
         Err(ConvError::InvalidLaunch { .. })
     ));
     assert!(matches!(
-        engine().correlate2d(
-            &image,
-            &mask,
-            &Conv2dOptions {
+        gpu2d(
+            image.view(),
+            mask.view(),
+            &NdOptions {
                 tile: Some((32, 8)),
-                ..named
-            }
+                ..named.clone()
+            },
+            false
         ),
         Err(ConvError::InvalidLaunch { .. })
     ));
@@ -225,13 +294,17 @@ fn gaussian_filter_matches_the_separable_reference() {
         (2.5, BoundaryMode::Constant(0.3)),
         (4.0, BoundaryMode::Wrap),
     ] {
-        let options = Conv2dOptions {
-            mode,
-            ..Default::default()
+        let options = NdOptions {
+            mode: mode.into(),
+            ..zero_border()
         };
-        let expected = conv_host::reference::gaussian_filter(&image, sigma, 4.0, &options).unwrap();
+        // An `H x W x C` image: sigma 0 along the channels leaves them alone.
+        let sigmas = [f64::from(sigma), f64::from(sigma), 0.0];
+        let gaussian_opts = gaussian_options(&options, 4.0);
+        let expected = reference::gaussian_filter(&image, sigmas, 0, &gaussian_opts).unwrap();
         let got = engine()
-            .gaussian_filter(&image, sigma, 4.0, &options)
+            .ndimage()
+            .gaussian_filter(&image, sigmas, 0, &gaussian_opts)
             .unwrap();
         let mask = conv_host::masks::gaussian2d(sigma, 4.0).unwrap();
         let direct = expected2d(image.view(), mask.view(), &options, false);
@@ -243,7 +316,12 @@ fn gaussian_filter_matches_the_separable_reference() {
         );
     }
     assert!(matches!(
-        engine().gaussian_filter(&image, -1.0, 4.0, &Conv2dOptions::default()),
+        engine().ndimage().gaussian_filter(
+            &image,
+            [-1.0, -1.0, 0.0],
+            0,
+            &gaussian_options(&zero_border(), 4.0)
+        ),
         Err(ConvError::InvalidParameter { .. })
     ));
 }

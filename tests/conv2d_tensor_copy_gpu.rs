@@ -8,22 +8,43 @@ mod common;
 
 use common::images::{SEPARABLE_IMAGES, random_array3, random_mask, random_separable_mask};
 use common::tensor_copy::{check_tensor_copies, has_tensor_copies};
-use common::{engine, rng};
-use conv_host::{BoundaryMode, Conv2dOptions, ConvError, Kernel};
-use ndarray::{Array2, Axis};
+use common::{engine, gpu2d, image_mask, image_options, rng, zero_border};
+use conv_host::ndimage::{NdOptions, Runs};
+use conv_host::{BoundaryMode, ConvError, Kernel, LaunchPlan};
+use ndarray::{Array2, Axis, Ix3};
+
+/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
+/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
+fn plan2d(
+    mask: &Array2<f32>,
+    (h, w, c): (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<LaunchPlan> {
+    let nd = engine().ndimage();
+    let runs = if c == 1 {
+        nd.plan_correlate(&[h, w], mask, options)?
+    } else {
+        let mask = image_mask::<Ix3>(mask.view(), 3);
+        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
+    };
+    match runs {
+        Runs::Design(plan) => Ok(plan),
+        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
+    }
+}
 
 /// On a GPU without tensor copies: whether naming the design `named` for `mask` over `image`
 /// is a typed error after which the engine still works (it must be); `false` where the GPU
 /// has them.
 fn refused_without_tensor_copies(
     (image, mask): (&Array2<f32>, &Array2<f32>),
-    named: &Conv2dOptions,
+    named: &NdOptions,
 ) -> bool {
     if has_tensor_copies() {
         return false;
     }
     assert!(matches!(
-        engine().correlate2d(image, mask, named),
+        gpu2d(image.view(), mask.view(), named, false),
         Err(ConvError::InvalidLaunch { .. })
     ));
     common::assert_engine_works();
@@ -40,29 +61,29 @@ fn refused_without_tensor_copies(
 /// serve, takes the thread-staged design `fallback` instead.
 fn check_refusals(
     (image, mask): (&Array2<f32>, &Array2<f32>),
-    named: Conv2dOptions,
+    named: NdOptions,
     others: Vec<Result<Array2<f32>, ConvError>>,
     fallback: Kernel,
 ) {
     let shared = [
-        Conv2dOptions {
-            mode: BoundaryMode::Reflect,
-            ..named
+        NdOptions {
+            mode: BoundaryMode::Reflect.into(),
+            ..named.clone()
         },
-        Conv2dOptions {
-            mode: BoundaryMode::Constant(1.0),
-            ..named
+        NdOptions {
+            mode: BoundaryMode::Constant(1.0).into(),
+            ..named.clone()
         },
-        Conv2dOptions {
-            origin: [0, 1],
-            ..named
+        NdOptions {
+            origin: [0, 1].into(),
+            ..named.clone()
         },
-        Conv2dOptions {
+        NdOptions {
             tile: Some((32, 8)),
-            ..named
+            ..named.clone()
         },
     ]
-    .map(|options| engine().correlate2d(image, mask, &options));
+    .map(|options| gpu2d(image.view(), mask.view(), &options, false));
     for (case, result) in shared.into_iter().chain(others).enumerate() {
         assert!(
             matches!(result, Err(ConvError::InvalidLaunch { .. })),
@@ -71,16 +92,16 @@ fn check_refusals(
         );
     }
     for options in [
-        Conv2dOptions {
-            mode: BoundaryMode::Reflect,
-            ..Default::default()
+        NdOptions {
+            mode: BoundaryMode::Reflect.into(),
+            ..zero_border()
         },
-        Conv2dOptions {
-            origin: [0, 1],
-            ..Default::default()
+        NdOptions {
+            origin: [0, 1].into(),
+            ..zero_border()
         },
     ] {
-        let plan = engine().plan2d(mask, (4096, 4096, 1), &options).unwrap();
+        let plan = plan2d(mask, (4096, 4096, 1), &options).unwrap();
         assert_eq!(plan.kernel, fallback, "{options:?}");
     }
 }
@@ -93,9 +114,9 @@ fn check_refusals(
 #[ignore = "needs a CUDA GPU"]
 fn tensor_copy_kernels_match_the_reference() {
     let (mut rng, seed) = rng("tensor copies");
-    let named = Conv2dOptions {
+    let named = NdOptions {
         kernel: Kernel::SeparableTma,
-        ..Default::default()
+        ..zero_border()
     };
     let mask = random_separable_mask(&mut rng, (31, 31));
     let image = random_array3(&mut rng, (300, 257, 1)).index_axis_move(Axis(2), 0);
@@ -108,9 +129,7 @@ fn tensor_copy_kernels_match_the_reference() {
         let mask = random_separable_mask(&mut rng, (m, m));
         // Auto: tensor copies for every size up to 4096^2, from 11 x 11 on beyond.
         for (side, copies) in [(4096, true), (4097, m >= 11)] {
-            let auto = engine()
-                .plan2d(&mask, (side, side, 1), &Conv2dOptions::default())
-                .unwrap();
+            let auto = plan2d(&mask, (side, side, 1), &zero_border()).unwrap();
             let expected = if copies {
                 Kernel::SeparableTma
             } else {
@@ -138,10 +157,10 @@ fn tensor_copy_kernels_match_the_reference() {
     let mut general = mask.clone();
     general[[2, 3]] += 1e-3;
     let rectangular = random_separable_mask(&mut rng, (5, 7));
-    let channels = engine().correlate2d(&rgb, &mask, &named);
+    let channels = gpu2d(rgb.view(), mask.view(), &named, false);
     let others = vec![
-        engine().correlate2d(&image, &rectangular, &named),
-        engine().correlate2d(&image, &general, &named),
+        gpu2d(image.view(), rectangular.view(), &named, false),
+        gpu2d(image.view(), general.view(), &named, false),
         channels.map(|a| a.index_axis_move(Axis(2), 0)),
     ];
     check_refusals((&image, &mask), named, others, Kernel::Separable);
@@ -157,9 +176,9 @@ fn tensor_copy_kernels_match_the_reference() {
 #[ignore = "needs a CUDA GPU"]
 fn streaming_tensor_copy_kernels_match_the_reference() {
     let (mut rng, seed) = rng("streaming tensor copies");
-    let named = Conv2dOptions {
+    let named = NdOptions {
         kernel: Kernel::RegisterTiledTma,
-        ..Default::default()
+        ..zero_border()
     };
     let mask = random_mask(&mut rng, (9, 9));
     let image = random_array3(&mut rng, (300, 257, 1)).index_axis_move(Axis(2), 0);
@@ -173,9 +192,7 @@ fn streaming_tensor_copy_kernels_match_the_reference() {
             // Auto: tensor copies from 7 x 7 on, and for 5 x 5 over several channels or on
             // images smaller than 1024^2 pixels.
             for side in [1023, 1024, 8192] {
-                let auto = engine()
-                    .plan2d(&mask, (side, side, channels), &Conv2dOptions::default())
-                    .unwrap();
+                let auto = plan2d(&mask, (side, side, channels), &zero_border()).unwrap();
                 let copies = m >= 7 || (m == 5 && (channels > 1 || side < 1024));
                 let expected = if copies {
                     Kernel::RegisterTiledTma
@@ -204,10 +221,17 @@ fn streaming_tensor_copy_kernels_match_the_reference() {
     // channels. Each a typed error, and Auto then takes the thread-staged kernel.
     let mut others: Vec<_> = [(11, 11), (5, 7)]
         .iter()
-        .map(|&shape| engine().correlate2d(&image, &random_mask(&mut rng, shape), &named))
+        .map(|&shape| {
+            gpu2d(
+                image.view(),
+                random_mask(&mut rng, shape).view(),
+                &named,
+                false,
+            )
+        })
         .collect();
     let two = random_array3(&mut rng, (40, 50, 2));
-    let two_channels = engine().correlate2d(&two, &mask, &named);
+    let two_channels = gpu2d(two.view(), mask.view(), &named, false);
     others.push(two_channels.map(|a| a.index_axis_move(Axis(2), 0)));
     check_refusals((&image, &mask), named, others, Kernel::RegisterTiled);
     common::assert_engine_works();

@@ -7,43 +7,98 @@
 mod common;
 
 use common::images::{random_array3, random_mask};
-use common::{all_modes, engine, expected2d, gpu2d, random_origin, rng};
-use conv_host::reference::correlate2d;
-use conv_host::{BoundaryMode, Clamp, Conv2dOptions, ConvError, ImageDim, Kernel, MASK_CAPACITY};
-use ndarray::{Array2, Array3, ArrayView, ArrayView2, Axis, array, s};
+use common::{
+    all_modes, engine, expected2d, gpu2d, image_mask, image_options, random_origin, rng,
+    zero_border,
+};
+use conv_host::ndimage::{NdOptions, Runs};
+use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, LaunchPlan, MASK_CAPACITY, reference};
+use ndarray::{Array2, Array3, ArrayView, ArrayView2, Axis, Dimension, Ix3, array, s};
 use rand::Rng;
 use rand::rngs::StdRng;
 
 const TILES: [(u32, u32); 5] = [(8, 8), (16, 16), (32, 8), (32, 32), (7, 5)];
 
-/// Runs one configuration on every kernel and tile and compares with the reference.
-fn check<D: ImageDim>(
+/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
+/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
+fn plan2d(
+    mask: &Array2<f32>,
+    (h, w, c): (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<LaunchPlan> {
+    let nd = engine().ndimage();
+    let runs = if c == 1 {
+        nd.plan_correlate(&[h, w], mask, options)?
+    } else {
+        let mask = image_mask::<Ix3>(mask.view(), 3);
+        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
+    };
+    match runs {
+        Runs::Design(plan) => Ok(plan),
+        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
+    }
+}
+
+/// Interleaved channels the designs take: an `H x W x C` image of more runs on the 3D kernel,
+/// which takes `Kernel::Auto` and no tile (naming a design or a tile is `InvalidDesign`).
+const MAX_DESIGN_CHANNELS: usize = 4;
+
+/// Runs one configuration on every kernel and tile and compares with the reference. Past
+/// [`MAX_DESIGN_CHANNELS`], each kernel and tile must be refused, and the image is checked
+/// once on the 3D kernel (`Auto`).
+fn check<D: Dimension>(
     image: ArrayView<f32, D>,
     mask: ArrayView2<f32>,
-    options: Conv2dOptions,
+    options: NdOptions,
     convolve: bool,
     tiles: &[(u32, u32)],
 ) -> usize {
     let expected = expected2d(image.view(), mask, &options, convolve);
+    let designed = image.ndim() < 3 || image.len_of(Axis(2)) <= MAX_DESIGN_CHANNELS;
+    let describe = |options: &NdOptions| {
+        format!(
+            "{} image {:?} strides {:?} mask {:?} convolve {convolve} {options:?}",
+            options.kernel,
+            image.shape(),
+            image.strides(),
+            mask.shape()
+        )
+    };
     let mut runs = 0;
     for &tile in tiles {
         for kernel in Kernel::TEXTBOOK {
-            let options = Conv2dOptions {
+            let options = NdOptions {
                 kernel,
                 tile: Some(tile),
-                ..options
+                ..options.clone()
             };
-            let what = format!(
-                "{kernel} image {:?} strides {:?} mask {:?} convolve {convolve} {options:?}",
-                image.shape(),
-                image.strides(),
-                mask.shape()
-            );
-            let got = gpu2d(image.view(), mask, &options, convolve)
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let what = describe(&options);
+            let got = gpu2d(image.view(), mask, &options, convolve);
+            if !designed {
+                assert!(
+                    matches!(got, Err(ConvError::InvalidDesign { .. })),
+                    "{what}: past {MAX_DESIGN_CHANNELS} channels a named design must be refused, \
+                     got {:?}",
+                    got.map(|_| "an output")
+                );
+                continue;
+            }
+            let got = got.unwrap_or_else(|e| panic!("{what}: {e}"));
             expected.check(got.view(), &what);
             runs += 1;
         }
+    }
+    if !designed {
+        let options = NdOptions {
+            kernel: Kernel::Auto,
+            tile: None,
+            ..options
+        };
+        let what = describe(&options);
+        let got =
+            gpu2d(image.view(), mask, &options, convolve).unwrap_or_else(|e| panic!("{what}: {e}"));
+        expected.check(got.view(), &what);
+        runs += 1;
     }
     runs
 }
@@ -54,7 +109,7 @@ fn check_in_layout(
     rng: &mut StdRng,
     (h, w, c): (usize, usize, usize),
     mask: ArrayView2<f32>,
-    options: Conv2dOptions,
+    options: NdOptions,
     convolve: bool,
     tiles: &[(u32, u32)],
 ) -> usize {
@@ -95,7 +150,7 @@ fn check_in_layout(
 fn check_channels(
     image: ArrayView<f32, ndarray::Ix3>,
     mask: ArrayView2<f32>,
-    options: Conv2dOptions,
+    options: NdOptions,
     convolve: bool,
     tiles: &[(u32, u32)],
 ) -> usize {
@@ -118,21 +173,24 @@ fn known_answers_on_every_kernel_and_tile() {
     ];
     for kernel in Kernel::TEXTBOOK {
         for tile in TILES.into_iter().chain([(1, 1), (2, 3)]) {
-            let options = Conv2dOptions {
+            let options = NdOptions {
                 kernel,
                 tile: Some(tile),
-                ..Default::default()
+                ..zero_border()
             };
             assert_eq!(
-                engine().correlate2d(&image, &w, &options).unwrap(),
+                gpu2d(image.view(), w.view(), &options, false).unwrap(),
                 expected,
                 "{kernel} {tile:?}"
             );
             // Small integers are exact in f32: each mode must equal the reference exactly.
             for mode in all_modes() {
-                let options = Conv2dOptions { mode, ..options };
-                let reference = correlate2d(&image, &w, &options).unwrap();
-                let got = engine().correlate2d(&image, &w, &options).unwrap();
+                let options = NdOptions {
+                    mode: mode.into(),
+                    ..options.clone()
+                };
+                let reference = reference::correlate(&image, &w, &options).unwrap();
+                let got = gpu2d(image.view(), w.view(), &options, false).unwrap();
                 assert_eq!(got.mapv(f64::from), reference, "{kernel} {tile:?} {mode:?}");
             }
         }
@@ -163,10 +221,10 @@ fn randomized_kernels_modes_channels_tiles_images_masks() {
                         random_origin(&mut rng, mask_shape.0, convolve),
                         random_origin(&mut rng, mask_shape.1, convolve),
                     ];
-                    let options = Conv2dOptions {
-                        mode,
-                        origin,
-                        ..Default::default()
+                    let options = NdOptions {
+                        mode: mode.into(),
+                        origin: origin.into(),
+                        ..zero_border()
                     };
                     let mask = random_mask(&mut rng, mask_shape);
                     runs += check_in_layout(
@@ -186,9 +244,9 @@ fn randomized_kernels_modes_channels_tiles_images_masks() {
         for mask_shape in [(3, 3), (5, 5)] {
             for mode in [BoundaryMode::Constant(0.0), BoundaryMode::Reflect] {
                 let mask = random_mask(&mut rng, mask_shape);
-                let options = Conv2dOptions {
-                    mode,
-                    ..Default::default()
+                let options = NdOptions {
+                    mode: mode.into(),
+                    ..zero_border()
                 };
                 let tiles = [(32, 8), (16, 16), (7, 5)];
                 runs += check_in_layout(
@@ -217,7 +275,7 @@ fn course_report_5x5_setting() {
         check(
             image,
             mask.view(),
-            Conv2dOptions::default(),
+            zero_border(),
             false,
             &[(8, 8), (16, 16), (32, 32)],
         );
@@ -231,14 +289,12 @@ fn masks_beyond_constant_memory_use_global_memory_kernels() {
     let shape = (65, 65);
     assert!(shape.0 * shape.1 > MASK_CAPACITY);
     let mask = random_mask(&mut rng, shape);
-    let plan = engine()
-        .plan2d(&mask, (37, 53, 3), &Conv2dOptions::default())
-        .unwrap();
+    let plan = plan2d(&mask, (37, 53, 3), &zero_border()).unwrap();
     assert!(!plan.mask_in_constant_memory);
     for mode in [BoundaryMode::Constant(0.25), BoundaryMode::Mirror] {
-        let options = Conv2dOptions {
-            mode,
-            ..Default::default()
+        let options = NdOptions {
+            mode: mode.into(),
+            ..zero_border()
         };
         check_in_layout(
             &mut rng,
@@ -259,18 +315,20 @@ fn clamp_into_views_and_errors() {
     let mask = random_mask(&mut rng, (3, 5));
     let clamp = Some(Clamp { lo: -0.5, hi: 0.5 });
     for kernel in Kernel::TEXTBOOK {
-        let options = Conv2dOptions {
+        let options = NdOptions {
             kernel,
             clamp,
-            mode: BoundaryMode::Wrap,
-            ..Default::default()
+            mode: BoundaryMode::Wrap.into(),
+            ..zero_border()
         };
         let expected = expected2d(image.view(), mask.view(), &options, false);
         // Into a channel-reversed, strided view of a larger array.
         let mut target = Array3::from_elem((19, 46, 4), f32::NAN);
         let slots = target.slice_mut(s![.., 1..;2, ..;-1]);
+        let mask3 = image_mask::<Ix3>(mask.view(), 3);
         engine()
-            .correlate2d_into(&image, &mask, &options, slots)
+            .ndimage()
+            .correlate_into(&image, &mask3, &image_options(&options, 3), slots)
             .unwrap();
         let got = target.slice(s![.., 1..;2, ..;-1]);
         expected.check(got, "into a strided view");
@@ -282,34 +340,37 @@ fn clamp_into_views_and_errors() {
     }
     // Typed errors, and the engine keeps working.
     let small = Array2::from_shape_fn((5, 5), |(y, x)| (y + x) as f32);
-    let ones = Array2::ones((3, 3));
-    let reference = engine()
-        .correlate2d(&small, &ones, &Default::default())
-        .unwrap();
+    let ones = Array2::<f32>::ones((3, 3));
+    let reference = gpu2d(small.view(), ones.view(), &zero_border(), false).unwrap();
     for (kernel, tile, mask_shape) in [
         (Kernel::Basic, (0, 8), (3, 3)),
         (Kernel::ConstantMask, (64, 32), (3, 3)),
         (Kernel::TiledL2, (2048, 1), (3, 3)),
         (Kernel::Tiled, (32, 32), (300, 300)),
     ] {
-        let options = Conv2dOptions {
+        let options = NdOptions {
             kernel,
             tile: Some(tile),
-            ..Default::default()
+            ..zero_border()
         };
-        let result = engine().correlate2d(&small, &Array2::ones(mask_shape), &options);
+        let result = gpu2d(
+            small.view(),
+            Array2::<f32>::ones(mask_shape).view(),
+            &options,
+            false,
+        );
         assert!(
             matches!(result, Err(ConvError::InvalidLaunch { .. })),
             "{kernel} {tile:?}: {result:?}"
         );
         assert_eq!(
-            engine()
-                .correlate2d(&small, &ones, &Default::default())
-                .unwrap(),
+            gpu2d(small.view(), ones.view(), &zero_border(), false).unwrap(),
             reference
         );
     }
     let mut wrong = Array2::<f32>::zeros((5, 4));
-    let result = engine().correlate2d_into(&small, &ones, &Default::default(), wrong.view_mut());
+    let result = engine()
+        .ndimage()
+        .correlate_into(&small, &ones, &zero_border(), wrong.view_mut());
     assert!(matches!(result, Err(ConvError::ShapeMismatch { .. })));
 }

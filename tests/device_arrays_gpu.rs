@@ -6,9 +6,12 @@ mod common;
 
 use common::images::{random_array3, random_mask, random_separable_mask};
 use common::tensor_copy::has_tensor_copies;
-use common::{assert_engine_works, engine, expected1d, expected2d, random_vec, rng};
-use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Kernel, masks};
-use ndarray::{Array1, Array2, Array3, Axis, s};
+use common::{
+    assert_engine_works, engine, expected1d, expected2d, image_mask, random_vec, rng, zero_border,
+};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, ConvError, Kernel, masks};
+use ndarray::{Array1, Array2, Array3, Axis, Ix3, s};
 use rand::Rng;
 
 /// Uploads and downloads return the array exactly: signals and images, contiguous and strided,
@@ -63,54 +66,51 @@ fn chained_operations_stay_on_the_gpu() {
         let image = random_array3(&mut rng, shape);
         let general = random_mask(&mut rng, (5, 7));
         let rank_one = random_separable_mask(&mut rng, (9, 9));
-        let options = Conv2dOptions {
-            mode,
-            ..Default::default()
+        let options = NdOptions {
+            mode: mode.into(),
+            truncate: f64::from(masks::DEFAULT_TRUNCATE),
+            ..zero_border()
         };
+        // The Gaussian blurs the two image axes, not the channels.
+        let sigma = [1.5, 1.5, 0.0];
+        let (general3, rank_one3) = (
+            image_mask::<Ix3>(general.view(), 3),
+            image_mask::<Ix3>(rank_one.view(), 3),
+        );
+        let nd = engine().ndimage();
         let input = engine().upload(&image).unwrap();
         let mut a = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
         let mut b = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
-        engine()
-            .correlate2d_device(&input, &general, &options, &mut a)
+        nd.correlate_into(&input, &general3, &options, &mut a)
             .unwrap();
-        engine()
-            .gaussian_filter_device(&a, 1.5, masks::DEFAULT_TRUNCATE, &options, &mut b)
+        nd.gaussian_filter_into(&a, sigma, 0, &options, &mut b)
             .unwrap();
-        engine()
-            .convolve2d_device(&b, &rank_one, &options, &mut a)
-            .unwrap();
+        nd.convolve_into(&b, &rank_one3, &options, &mut a).unwrap();
         engine().synchronize().unwrap();
         let chained = engine().download(&a).unwrap();
-        let first = engine().correlate2d(&image, &general, &options).unwrap();
-        let second = engine()
-            .gaussian_filter(&first, 1.5, masks::DEFAULT_TRUNCATE, &options)
-            .unwrap();
-        let third = engine().convolve2d(&second, &rank_one, &options).unwrap();
+        let first = nd.correlate(&image, &general3, &options).unwrap();
+        let second = nd.gaussian_filter(&first, sigma, 0, &options).unwrap();
+        let third = nd.convolve(&second, &rank_one3, &options).unwrap();
         assert_eq!(chained, third, "{shape:?} {mode:?}");
         expected2d(image.view(), general.view(), &options, false)
             .check(first.view(), &format!("{shape:?} {mode:?} first step"));
     }
     let signal = random_vec(&mut rng, 100_003);
     let mask = random_vec(&mut rng, 7);
-    let options = Conv1dOptions {
-        mode: BoundaryMode::Mirror,
-        ..Default::default()
+    let options = NdOptions {
+        mode: BoundaryMode::Mirror.into(),
+        ..zero_border()
     };
+    let nd = engine().ndimage();
     let input = engine().upload(&signal).unwrap();
     let mut a = engine().alloc_device::<f32, _>(input.raw_dim()).unwrap();
     let mut b = engine().alloc_device::<f32, _>(input.raw_dim()).unwrap();
-    engine()
-        .correlate1d_device(&input, &mask, &options, &mut a)
+    nd.correlate1d_into(&input, &mask, 0, &options, &mut a)
         .unwrap();
-    engine()
-        .convolve1d_device(&a, &mask, &options, &mut b)
-        .unwrap();
+    nd.convolve1d_into(&a, &mask, 0, &options, &mut b).unwrap();
     let chained = engine().download(&b).unwrap();
-    let first = engine().correlate1d(&signal, &mask, &options).unwrap();
-    assert_eq!(
-        chained,
-        engine().convolve1d(&first, &mask, &options).unwrap()
-    );
+    let first = nd.correlate1d(&signal, &mask, 0, &options).unwrap();
+    assert_eq!(chained, nd.convolve1d(&first, &mask, 0, &options).unwrap());
     expected1d(signal.view(), mask.view(), &options, false).check(first.view(), "1d first step");
     eprintln!("chain: equal to the host path (seed {seed})");
 }
@@ -147,14 +147,20 @@ fn every_design_runs_on_device_arrays() {
     for (kernel, mask, channels) in cases {
         let shape = (rng.random_range(1..300), rng.random_range(1..300), channels);
         let image = random_array3(&mut rng, shape);
-        let options = Conv2dOptions {
+        let options = NdOptions {
             kernel,
-            ..Default::default()
+            ..zero_border()
         };
         let input = engine().upload(&image).unwrap();
         let mut output = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
         engine()
-            .correlate2d_device(&input, &mask, &options, &mut output)
+            .ndimage()
+            .correlate_into(
+                &input,
+                &image_mask::<Ix3>(mask.view(), 3),
+                &options,
+                &mut output,
+            )
             .unwrap_or_else(|e| panic!("{kernel}: {e}"));
         let got = engine().download(&output).unwrap();
         expected2d(image.view(), mask.view(), &options, false)
@@ -164,15 +170,16 @@ fn every_design_runs_on_device_arrays() {
         let len = rng.random_range(1..50_000);
         let signal = random_vec(&mut rng, len);
         let mask = random_vec(&mut rng, 15);
-        let options = Conv1dOptions {
+        let options = NdOptions {
             kernel,
-            mode: BoundaryMode::Nearest,
-            ..Default::default()
+            mode: BoundaryMode::Nearest.into(),
+            ..zero_border()
         };
         let input = engine().upload(&signal).unwrap();
         let mut output = engine().alloc_device::<f32, _>(input.raw_dim()).unwrap();
         engine()
-            .convolve1d_device(&input, &mask, &options, &mut output)
+            .ndimage()
+            .convolve1d_into(&input, &mask, 0, &options, &mut output)
             .unwrap();
         let got = engine().download(&output).unwrap();
         expected1d(signal.view(), mask.view(), &options, true)
@@ -185,13 +192,14 @@ fn every_design_runs_on_device_arrays() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn device_array_errors_are_typed() {
+    let nd = engine().ndimage();
     let image = Array2::<f32>::ones((10, 20));
     let input = engine().upload(&image).unwrap();
     let mut wrong = engine()
         .alloc_device::<f32, _>(ndarray::Ix2(20, 10))
         .unwrap();
     assert!(matches!(
-        engine().correlate2d_device(&input, &masks::sharpen(), &Default::default(), &mut wrong),
+        nd.correlate_into(&input, &masks::sharpen(), &zero_border(), &mut wrong),
         Err(ConvError::ShapeMismatch { .. })
     ));
     let mut small = Array2::<f32>::zeros((10, 19));
@@ -199,24 +207,21 @@ fn device_array_errors_are_typed() {
         engine().download_into(&input, small.view_mut()),
         Err(ConvError::ShapeMismatch { .. })
     ));
-    // The shape is checked first; a well-shaped output gets the mask's own error.
+    // A well-shaped output gets the mask's own error.
     let mut output = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
     assert!(matches!(
-        engine().correlate2d_device(
+        nd.correlate_into(
             &input,
-            &Array2::zeros((0, 3)),
-            &Default::default(),
+            &Array2::<f32>::zeros((0, 3)),
+            &zero_border(),
             &mut output
         ),
         Err(ConvError::EmptyMask)
     ));
     let sharpen = masks::sharpen();
-    engine()
-        .correlate2d_device(&input, &sharpen, &Default::default(), &mut output)
+    nd.correlate_into(&input, &sharpen, &zero_border(), &mut output)
         .unwrap();
-    let host = engine()
-        .correlate2d(&image, &sharpen, &Default::default())
-        .unwrap();
+    let host = nd.correlate(&image, &sharpen, &zero_border()).unwrap();
     assert_eq!(engine().download(&output).unwrap(), host);
     let empty = engine().upload(&Array1::<f32>::zeros(0)).unwrap();
     assert!(empty.is_empty());

@@ -5,10 +5,15 @@
 
 mod common;
 
-use common::{any_mode, expected1d, expected2d, gpu1d, gpu2d, origin_range};
-use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, Kernel};
+use common::{any_mode, expected1d, expected2d, gpu1d, gpu2d, origin_range, zero_border};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, ConvError, Kernel};
 use ndarray::{Array1, Array3, Axis, s};
 use proptest::prelude::*;
+
+/// Interleaved channels the designs take: an `H x W x C` image of more runs on the 3D kernel,
+/// which takes `Kernel::Auto` and no tile (naming a design or a tile is `InvalidDesign`).
+const MAX_DESIGN_CHANNELS: usize = 4;
 
 fn kernel() -> impl Strategy<Value = Kernel> {
     prop::sample::select(Kernel::TEXTBOOK.to_vec())
@@ -96,12 +101,14 @@ fn check1d(case: &Case1d) -> Result<(), TestCaseError> {
         strided
     };
     let mask = Array1::from(case.mask.clone());
-    let options = Conv1dOptions {
-        mode: case.mode,
-        origin: origin(mask.len(), case.origin_pick, case.convolve),
+    let options = NdOptions {
+        mode: case.mode.into(),
+        origin: origin(mask.len(), case.origin_pick, case.convolve).into(),
         kernel: case.kernel,
-        tile: Some(case.tile),
+        // A signal's blocks are one row.
+        tile: Some((case.tile, 1)),
         clamp: None,
+        ..zero_border()
     };
     let got = gpu1d(input, mask.view(), &options, case.convolve)
         .map_err(|e| TestCaseError::fail(e.to_string()))?;
@@ -132,15 +139,17 @@ fn check2d(case: &Case2d) -> Result<(), TestCaseError> {
         _ => big.slice(s![..w, ..h, ..]).permuted_axes([1, 0, 2]),
     };
     let mask = ndarray::Array2::from_shape_vec(case.mask_shape, case.mask.clone()).expect("shape");
-    let options = Conv2dOptions {
-        mode: case.mode,
+    let options = NdOptions {
+        mode: case.mode.into(),
         origin: [
             origin(case.mask_shape.0, case.origin_pick.0, case.convolve),
             origin(case.mask_shape.1, case.origin_pick.1, case.convolve),
-        ],
+        ]
+        .into(),
         kernel: case.kernel,
         tile: Some(case.tile),
         clamp: None,
+        ..zero_border()
     };
     let what = format!("2d {case:?}");
     if c == 1 {
@@ -156,15 +165,35 @@ fn check2d(case: &Case2d) -> Result<(), TestCaseError> {
     }
 }
 
-fn compare2d<D: conv_host::ImageDim>(
+fn compare2d<D: ndarray::Dimension>(
     image: ndarray::ArrayView<f32, D>,
     mask: &ndarray::Array2<f32>,
-    options: &Conv2dOptions,
+    options: &NdOptions,
     convolve: bool,
     what: &str,
 ) -> Result<(), TestCaseError> {
-    let got = gpu2d(image.view(), mask.view(), options, convolve)
-        .map_err(|e| TestCaseError::fail(e.to_string()))?;
+    let got = gpu2d(image.view(), mask.view(), options, convolve);
+    // Past the designs' channels the image runs on the 3D kernel: the named design and tile
+    // are refused, and the image is checked there (`Auto`, no tile).
+    let designed = image.ndim() < 3 || image.len_of(Axis(2)) <= MAX_DESIGN_CHANNELS;
+    let got = if designed {
+        got
+    } else {
+        prop_assert!(
+            matches!(got, Err(ConvError::InvalidDesign { .. })),
+            "{}: past {} channels a named design must be refused, got {:?}",
+            what,
+            MAX_DESIGN_CHANNELS,
+            got.map(|_| "an output")
+        );
+        let auto = NdOptions {
+            kernel: Kernel::Auto,
+            tile: None,
+            ..options.clone()
+        };
+        gpu2d(image.view(), mask.view(), &auto, convolve)
+    }
+    .map_err(|e| TestCaseError::fail(e.to_string()))?;
     expected2d(image, mask.view(), options, convolve).check(got.view(), what);
     Ok(())
 }

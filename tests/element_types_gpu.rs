@@ -9,13 +9,95 @@ mod common;
 
 use common::elements::{Random, check, random_image};
 use common::tensor_copy::has_tensor_copies;
-use common::{all_modes, engine, random_origin, rng};
+use common::{all_modes, engine, image_options, random_origin, rng, zero_border};
+use conv_host::ndimage::NdOptions;
 use conv_host::{
-    BoundaryMode, Clamp, Conv2dOptions, ConvError, Element, Engine, Kernel, bf16, f16,
+    BoundaryMode, Clamp, ConvError, DeviceArray, Element, Engine, Kernel, bf16, f16, reference,
 };
-use ndarray::{Array2, Array3};
+use ndarray::{Array2, Array3, ArrayViewMut3, Axis, Ix3};
 use rand::Rng;
 use rand::rngs::StdRng;
+
+/// Interleaved channels the 2D designs take; an `H x W x C` image of more runs on the 3D
+/// kernels, which take `Kernel::Auto` only.
+const MAX_DESIGN_CHANNELS: usize = 4;
+
+/// A 2D mask as the N-D API takes it for an `H x W x C` image: `[h, w, 1]`.
+fn channel_mask<R: Clone>(mask: &Array2<R>) -> Array3<R> {
+    mask.view().insert_axis(Axis(2)).to_owned()
+}
+
+/// The 2D correlation (or convolution) of an `H x W x C` image with a 2D mask on `engine`
+/// (the old `Engine::correlate2d` / `convolve2d`).
+fn filter2d<T: Element>(
+    engine: &Engine,
+    image: &Array3<T>,
+    mask: &Array2<T::Real>,
+    options: &NdOptions,
+    convolve: bool,
+) -> conv_host::Result<Array3<T>> {
+    let (mask, options) = (channel_mask(mask), image_options(options, 3));
+    let nd = engine.ndimage();
+    if convolve {
+        nd.convolve(image, &mask, &options)
+    } else {
+        nd.correlate(image, &mask, &options)
+    }
+}
+
+/// [`filter2d`]'s correlation.
+fn correlate2d<T: Element>(
+    engine: &Engine,
+    image: &Array3<T>,
+    mask: &Array2<T::Real>,
+    options: &NdOptions,
+) -> conv_host::Result<Array3<T>> {
+    filter2d(engine, image, mask, options, false)
+}
+
+/// [`correlate2d`] into a caller's view (the old `Engine::correlate2d_into`).
+fn correlate2d_into<T: Element, O: Element<Real = T::Real>>(
+    engine: &Engine,
+    image: &Array3<T>,
+    mask: &Array2<T::Real>,
+    options: &NdOptions,
+    output: ArrayViewMut3<'_, O>,
+) -> conv_host::Result<()> {
+    let (mask, options) = (channel_mask(mask), image_options(options, 3));
+    engine
+        .ndimage()
+        .correlate_into(image, &mask, &options, output)
+}
+
+/// [`correlate2d`] from one device array into another (the old
+/// `Engine::correlate2d_device`).
+fn correlate2d_device<T: Element, O: Element<Real = T::Real>>(
+    engine: &Engine,
+    input: &DeviceArray<Ix3, T>,
+    mask: &Array2<T::Real>,
+    options: &NdOptions,
+    output: &mut DeviceArray<Ix3, O>,
+) -> conv_host::Result<()> {
+    let (mask, options) = (channel_mask(mask), image_options(options, 3));
+    engine
+        .ndimage()
+        .correlate_into(input, &mask, &options, output)
+}
+
+/// The f64 reference of [`filter2d`].
+fn reference2d<T: Element>(
+    image: &Array3<T>,
+    mask: &Array2<T::Real>,
+    options: &NdOptions,
+    convolve: bool,
+) -> conv_host::Result<Array3<f64>> {
+    let (mask, options) = (channel_mask(mask), image_options(options, 3));
+    if convolve {
+        reference::convolve(image, &mask, &options)
+    } else {
+        reference::correlate(image, &mask, &options)
+    }
+}
 
 /// Sum of the mask's magnitudes times the image's largest magnitude: bounds every output.
 fn scale<T: Element>(image: &Array3<T>, mask: &Array2<T::Real>) -> f64 {
@@ -52,7 +134,7 @@ fn options_for(
     kernel: Kernel,
     mode: BoundaryMode,
     mask: (usize, usize),
-) -> Conv2dOptions {
+) -> NdOptions {
     let tensor_copies = matches!(kernel, Kernel::SeparableTma | Kernel::RegisterTiledTma);
     let rows = random_origin(rng, mask.0, false);
     let columns = if tensor_copies {
@@ -60,15 +142,16 @@ fn options_for(
     } else {
         random_origin(rng, mask.1, false)
     };
-    Conv2dOptions {
+    NdOptions {
         mode: if tensor_copies {
             BoundaryMode::Constant(0.0)
         } else {
             mode
-        },
+        }
+        .into(),
         kernel,
-        origin: [rows, columns],
-        ..Default::default()
+        origin: [rows, columns].into(),
+        ..zero_border()
     }
 }
 
@@ -90,15 +173,15 @@ fn narrow_type_everywhere<T: Random + Element<Real = f32>>(engine: &Engine, rng:
                 options.mode,
                 mask.dim()
             );
-            let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+            let reference = reference2d(&image, &mask, &options, false).unwrap();
             let scale = scale(&image, &mask);
-            let same = engine.correlate2d(&image, &mask, &options);
+            let same = correlate2d(engine, &image, &mask, &options);
             let same = match same {
                 // A design that does not take this configuration refuses it for f32 too.
                 Err(ConvError::InvalidLaunch { .. }) => {
                     let f32_image = image.mapv(|v| v.to_f64() as f32);
                     assert!(
-                        engine.correlate2d(&f32_image, &mask, &options).is_err(),
+                        correlate2d(engine, &f32_image, &mask, &options).is_err(),
                         "{what}"
                     );
                     continue;
@@ -107,9 +190,7 @@ fn narrow_type_everywhere<T: Random + Element<Real = f32>>(engine: &Engine, rng:
             };
             check(same.view(), reference.view(), scale, &what);
             let mut wide = Array3::<f32>::from_elem(shape, f32::NAN);
-            engine
-                .correlate2d_into(&image, &mask, &options, wide.view_mut())
-                .expect(&what);
+            correlate2d_into(engine, &image, &mask, &options, wide.view_mut()).expect(&what);
             check(
                 wide.view(),
                 reference.view(),
@@ -145,20 +226,20 @@ fn f64_images_match_the_reference_to_1e_12() {
             });
             let options = options_for(&mut rng, kernel, mode, mask.dim());
             let what = format!("f64 {kernel} {mode:?} {shape:?} mask {:?}", mask.dim());
-            let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
-            let got = engine().correlate2d(&image, &mask, &options).expect(&what);
+            let reference = reference2d(&image, &mask, &options, false).unwrap();
+            let got = correlate2d(engine(), &image, &mask, &options).expect(&what);
             check(got.view(), reference.view(), scale(&image, &mask), &what);
         }
     }
     // A mask too large for constant memory as f64 (over 2048 taps) reads it from global memory.
     let image = random_image::<f64>(&mut rng, (40, 50, 1));
     let mask = Array2::from_shape_simple_fn((3, 700), || rng.random_range(-1.0..1.0));
-    let options = Conv2dOptions {
-        mode: BoundaryMode::Wrap,
-        ..Default::default()
+    let options = NdOptions {
+        mode: BoundaryMode::Wrap.into(),
+        ..zero_border()
     };
-    let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
-    let got = engine().correlate2d(&image, &mask, &options).unwrap();
+    let reference = reference2d(&image, &mask, &options, false).unwrap();
+    let got = correlate2d(engine(), &image, &mask, &options).unwrap();
     check(
         got.view(),
         reference.view(),
@@ -185,36 +266,47 @@ fn f64_register_tiled_matches_the_reference() {
             let image = random_image::<f64>(&mut rng, shape);
             let mask = Array2::from_shape_simple_fn((side, side), || rng.random_range(-1.0..1.0));
             let convolve = rng.random_bool(0.5);
-            let options = Conv2dOptions {
-                mode,
+            let mut options = NdOptions {
+                mode: mode.into(),
                 kernel: [Kernel::RegisterTiled, Kernel::Auto][s],
                 origin: [
                     random_origin(&mut rng, side, convolve),
                     random_origin(&mut rng, side, convolve),
-                ],
+                ]
+                .into(),
                 clamp: (m == 2).then_some(Clamp { lo: -0.5, hi: 0.75 }),
-                ..Default::default()
+                ..zero_border()
             };
             let what = format!("f64 {mode:?} {shape:?} {side}x{side} convolve {convolve}");
-            let filter = |engine: &Engine| {
-                if convolve {
-                    engine.convolve2d(&image, &mask, &options)
-                } else {
-                    engine.correlate2d(&image, &mask, &options)
-                }
+            let filter = |engine: &Engine, options: &NdOptions| {
+                filter2d(engine, &image, &mask, options, convolve)
             };
-            let reference = if convolve {
-                conv_host::reference::convolve2d(&image, &mask, &options)
-            } else {
-                conv_host::reference::correlate2d(&image, &mask, &options)
+            // Past the designs' channels the image runs on the 3D kernels: a named design is
+            // refused, and the rest of the checks run there (`Auto`).
+            let designed = channels <= MAX_DESIGN_CHANNELS;
+            if !designed {
+                if options.kernel != Kernel::Auto {
+                    let refused = filter(engine(), &options);
+                    assert!(
+                        matches!(refused, Err(ConvError::InvalidDesign { .. })),
+                        "{what}: {refused:?}"
+                    );
+                }
+                options.kernel = Kernel::Auto;
             }
-            .unwrap();
-            let got = filter(engine()).expect(&what);
+            let reference = reference2d(&image, &mask, &options, convolve).unwrap();
+            let got = filter(engine(), &options).expect(&what);
             check(got.view(), reference.view(), scale(&image, &mask), &what);
-            // Bands of about 24 rows: the cap counts input and output bands of padded rows.
-            let row_bytes = 8 * (shape.1 * channels).next_multiple_of(32);
+            // Bands of about 24 rows: the cap counts input and output bands of the rows the
+            // device holds (padded to 32 elements by the designs, unpadded by the 3D kernels).
+            let row_elements = if designed {
+                (shape.1 * channels).next_multiple_of(32)
+            } else {
+                shape.1 * channels
+            };
+            let row_bytes = 8 * row_elements;
             capped.set_device_memory_limit(Some(2 * row_bytes * (24 + side - 1)));
-            let banded = filter(&capped).expect(&what);
+            let banded = filter(&capped, &options).expect(&what);
             let bands = capped.last_host_times().map_or(0, |t| t.bands);
             capped.set_device_memory_limit(None);
             assert!(height < 64 || bands > 1, "{what}: {bands} bands");
@@ -227,9 +319,7 @@ fn f64_register_tiled_matches_the_reference() {
             if !convolve {
                 let input = engine().upload(&image).expect(&what);
                 let mut output = engine().alloc_device::<f64, _>(image.raw_dim()).unwrap();
-                engine()
-                    .correlate2d_device(&input, &mask, &options, &mut output)
-                    .expect(&what);
+                correlate2d_device(engine(), &input, &mask, &options, &mut output).expect(&what);
                 assert_eq!(
                     engine().download(&output).unwrap(),
                     got,
@@ -269,23 +359,24 @@ fn native_kernels<T: Random + Element<Real = f32>>(
         } else {
             Array2::from_shape_simple_fn((size, size), || rng.random_range(-1.0..1.0f32))
         };
-        let options = Conv2dOptions {
-            mode,
+        let options = NdOptions {
+            mode: mode.into(),
             kernel,
             origin: [
                 random_origin(rng, size, false),
                 random_origin(rng, size, false),
-            ],
-            ..Default::default()
+            ]
+            .into(),
+            ..zero_border()
         };
         let what = format!(
             "native {} {kernel} {mode:?} {shape:?} {size} x {size}",
             T::NAME
         );
-        let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+        let reference = reference2d(&image, &mask, &options, false).unwrap();
         let scale = scale(&image, &mask);
         engine.set_device_memory_limit(None);
-        let whole = engine.correlate2d(&image, &mask, &options).expect(&what);
+        let whole = correlate2d(&engine, &image, &mask, &options).expect(&what);
         check(whole.view(), reference.view(), scale, &what);
         // Three slots of three `f32` buffers of 4 output rows and the halo: at least 4 output
         // rows a band (7 or more in the native kernel's two buffers) for the streaming
@@ -294,7 +385,7 @@ fn native_kernels<T: Random + Element<Real = f32>>(
         if kernel == Kernel::RegisterTiled {
             let row_bytes = 4 * (shape.1 * channels + 32);
             engine.set_device_memory_limit(Some(3 * 3 * row_bytes * (size + 3)));
-            let banded = engine.correlate2d(&image, &mask, &options).expect(&what);
+            let banded = correlate2d(&engine, &image, &mask, &options).expect(&what);
             assert!(
                 engine.last_host_times().map_or(0, |t| t.bands) > 2,
                 "{what}: banded"
@@ -309,9 +400,7 @@ fn native_kernels<T: Random + Element<Real = f32>>(
         engine.set_device_memory_limit(None);
         let input = engine.upload(&image).expect(&what);
         let mut output = engine.alloc_device::<T, _>(image.raw_dim()).expect(&what);
-        engine
-            .correlate2d_device(&input, &mask, &options, &mut output)
-            .expect(&what);
+        correlate2d_device(&engine, &input, &mask, &options, &mut output).expect(&what);
         let on_device = engine.download(&output).expect(&what);
         check(
             on_device.view(),
@@ -351,22 +440,20 @@ fn banded_narrow_types_keep_every_mode_and_constant() {
         engine.set_device_memory_limit(Some(band_bytes));
         let image = random_image::<u8>(&mut rng, (height, width, channels));
         let mask = Array2::from_shape_simple_fn((mask_rows, 5), || rng.random_range(-1.0..1.0f32));
-        let options = Conv2dOptions {
-            mode,
-            ..Default::default()
+        let options = NdOptions {
+            mode: mode.into(),
+            ..zero_border()
         };
         let what = format!("banded u8 {mode:?} mask {:?}", mask.dim());
-        let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+        let reference = reference2d(&image, &mask, &options, false).unwrap();
         let mut wide = Array3::<f32>::from_elem(image.dim(), f32::NAN);
-        engine
-            .correlate2d_into(&image, &mask, &options, wide.view_mut())
-            .expect(&what);
+        correlate2d_into(&engine, &image, &mask, &options, wide.view_mut()).expect(&what);
         assert!(
             engine.last_host_times().map_or(0, |t| t.bands) > 2,
             "{what}: banded"
         );
         check(wide.view(), reference.view(), scale(&image, &mask), &what);
-        let same = engine.correlate2d(&image, &mask, &options).expect(&what);
+        let same = correlate2d(&engine, &image, &mask, &options).expect(&what);
         check(same.view(), reference.view(), scale(&image, &mask), &what);
     }
 }
@@ -379,40 +466,27 @@ fn integer_outputs_saturate_and_nan_propagates() {
     let engine = engine();
     let image = Array3::<u8>::from_elem((20, 30, 1), 200);
     let boost = Array2::from_elem((3, 3), 1.0f32);
-    let saturated = engine
-        .correlate2d(&image, &boost, &Conv2dOptions::default())
-        .unwrap();
+    let saturated = correlate2d(engine, &image, &boost, &zero_border()).unwrap();
     assert!(saturated.iter().all(|&v| v == 255));
     let negative = Array2::from_elem((1, 1), -1.0f32);
-    let zeros = engine
-        .correlate2d(&image, &negative, &Conv2dOptions::default())
-        .unwrap();
+    let zeros = correlate2d(engine, &image, &negative, &zero_border()).unwrap();
     assert!(zeros.iter().all(|&v| v == 0));
-    let clamped = Conv2dOptions {
+    let clamped = NdOptions {
         clamp: Some(Clamp {
             lo: 10.0,
             hi: 100.4,
         }),
-        ..Default::default()
+        ..zero_border()
     };
-    let limited = engine.correlate2d(&image, &boost, &clamped).unwrap();
+    let limited = correlate2d(engine, &image, &boost, &clamped).unwrap();
     assert!(limited.iter().all(|&v| v == 100));
     let mut halves = Array3::<f16>::from_elem((9, 9, 1), f16::ONE);
     halves[[4, 4, 0]] = f16::NAN;
     let identity = Array2::from_elem((1, 1), 1.0f32);
-    let propagated = engine
-        .correlate2d(&halves, &identity, &Conv2dOptions::default())
-        .unwrap();
+    let propagated = correlate2d(engine, &halves, &identity, &zero_border()).unwrap();
     assert!(propagated[[4, 4, 0]].is_nan() && propagated[[0, 0, 0]] == f16::ONE);
     let mut bytes = Array3::<u8>::zeros((9, 9, 1));
-    engine
-        .correlate2d_into(
-            &halves,
-            &identity,
-            &Conv2dOptions::default(),
-            bytes.view_mut(),
-        )
-        .unwrap();
+    correlate2d_into(engine, &halves, &identity, &zero_border(), bytes.view_mut()).unwrap();
     assert_eq!((bytes[[4, 4, 0]], bytes[[0, 0, 0]]), (0, 1));
 }
 
@@ -429,21 +503,19 @@ fn designs_without_f64_kernels_are_typed_errors() {
         Kernel::SeparableTma,
         Kernel::RegisterTiledTma,
     ] {
-        let options = Conv2dOptions {
+        let options = NdOptions {
             kernel,
-            ..Default::default()
+            ..zero_border()
         };
         assert!(
             matches!(
-                engine().correlate2d(&image, &mask, &options),
+                correlate2d(engine(), &image, &mask, &options),
                 Err(ConvError::InvalidLaunch { .. })
             ),
             "{kernel}"
         );
     }
-    let got = engine()
-        .correlate2d(&image, &mask, &Conv2dOptions::default())
-        .unwrap();
+    let got = correlate2d(engine(), &image, &mask, &zero_border()).unwrap();
     assert_eq!(got[[8, 8, 0]], 12.0);
     common::assert_engine_works();
 }
@@ -473,21 +545,21 @@ fn signals<T: Random>(rng: &mut StdRng, kernels: &[Kernel]) {
             let mask = ndarray::Array1::from_shape_simple_fn(taps, || {
                 <T::Real as Element>::from_f64(rng.random_range(-1.0..1.0))
             });
-            let options = conv_host::Conv1dOptions {
-                mode,
+            let options = NdOptions {
+                mode: mode.into(),
                 kernel,
-                origin: random_origin(rng, taps, false),
-                ..Default::default()
+                origin: random_origin(rng, taps, false).into(),
+                ..zero_border()
             };
             let what = format!("1D {} {kernel} {mode:?} {len} x {taps}", T::NAME);
-            let reference = conv_host::reference::correlate1d(&input, &mask, &options).unwrap();
+            let reference = reference::correlate1d(&input, &mask, 0, &options).unwrap();
             let magnitude: f64 = mask.iter().map(|w| w.to_f64().abs()).sum();
             let scale =
                 input.iter().fold(1.0f64, |m, v| m.max(v.to_f64().abs())) * magnitude.max(1.0);
             for engine in [engine(), &capped] {
                 // About 100 elements per chunk: input, output and conversion buffers of 8 bytes.
                 capped.set_device_memory_limit(Some(3 * 8 * (taps + 100)));
-                let same = match engine.correlate1d(&input, &mask, &options) {
+                let same = match engine.ndimage().correlate1d(&input, &mask, 0, &options) {
                     Err(ConvError::InvalidLaunch { .. }) if kernel == Kernel::RegisterTiled => {
                         continue;
                     }
@@ -537,9 +609,9 @@ fn device_arrays_of<T: Random>(rng: &mut StdRng) {
             Array2::from_shape_simple_fn((rng.random_range(1..8), rng.random_range(1..8)), || {
                 <T::Real as Element>::from_f64(rng.random_range(-1.0..1.0))
             });
-        let options = Conv2dOptions {
-            mode,
-            ..Default::default()
+        let options = NdOptions {
+            mode: mode.into(),
+            ..zero_border()
         };
         let what = format!(
             "device {} {mode:?} {shape:?} mask {:?}",
@@ -553,12 +625,10 @@ fn device_arrays_of<T: Random>(rng: &mut StdRng) {
             "{what}: round trip"
         );
         let mut output = engine.alloc_device::<T, _>(image.raw_dim()).unwrap();
-        engine
-            .correlate2d_device(&input, &mask, &options, &mut output)
-            .expect(&what);
-        let on_host = engine.correlate2d(&image, &mask, &options).unwrap();
+        correlate2d_device(engine, &input, &mask, &options, &mut output).expect(&what);
+        let on_host = correlate2d(engine, &image, &mask, &options).unwrap();
         assert_eq!(engine.download(&output).unwrap(), on_host, "{what}");
-        let reference = conv_host::reference::correlate2d(&image, &mask, &options).unwrap();
+        let reference = reference2d(&image, &mask, &options, false).unwrap();
         check(
             on_host.view(),
             reference.view(),
@@ -580,34 +650,34 @@ fn device_arrays_carry_their_type() {
     // A u8 image into an f32 device array, and a 1D u16 signal.
     let image = random_image::<u8>(&mut rng, (33, 47, 3));
     let mask = Array2::from_shape_simple_fn((5, 5), || rng.random_range(-1.0..1.0f32));
-    let options = Conv2dOptions {
-        mode: BoundaryMode::Reflect,
-        ..Default::default()
+    let options = NdOptions {
+        mode: BoundaryMode::Reflect.into(),
+        ..zero_border()
     };
     let input = engine().upload(&image).unwrap();
     let mut wide = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
-    engine()
-        .correlate2d_device(&input, &mask, &options, &mut wide)
-        .unwrap();
+    correlate2d_device(engine(), &input, &mask, &options, &mut wide).unwrap();
     let mut expected = Array3::<f32>::zeros(image.dim());
-    engine()
-        .correlate2d_into(&image, &mask, &options, expected.view_mut())
-        .unwrap();
+    correlate2d_into(engine(), &image, &mask, &options, expected.view_mut()).unwrap();
     assert_eq!(engine().download(&wide).unwrap(), expected);
     let signal = ndarray::Array1::from_shape_simple_fn(1000, || u16::random(&mut rng));
     let taps = ndarray::Array1::from_shape_simple_fn(9, || rng.random_range(-1.0..1.0f32));
-    let options = conv_host::Conv1dOptions {
-        mode: BoundaryMode::Wrap,
-        ..Default::default()
+    let options = NdOptions {
+        mode: BoundaryMode::Wrap.into(),
+        ..zero_border()
     };
     let input = engine().upload(&signal).unwrap();
     let mut output = engine().alloc_device::<u16, _>(signal.raw_dim()).unwrap();
     engine()
-        .correlate1d_device(&input, &taps, &options, &mut output)
+        .ndimage()
+        .correlate1d_into(&input, &taps, 0, &options, &mut output)
         .unwrap();
     assert_eq!(
         engine().download(&output).unwrap(),
-        engine().correlate1d(&signal, &taps, &options).unwrap()
+        engine()
+            .ndimage()
+            .correlate1d(&signal, &taps, 0, &options)
+            .unwrap()
     );
 }
 
@@ -627,9 +697,7 @@ fn half_precision_subnormals_round_trip() {
     )
     .unwrap();
     let identity = Array2::from_elem((1, 1), 1.0f32);
-    let same = engine()
-        .correlate2d(&image, &identity, &Conv2dOptions::default())
-        .unwrap();
+    let same = correlate2d(engine(), &image, &identity, &zero_border()).unwrap();
     let mismatched: Vec<(u16, u16)> = image
         .iter()
         .zip(same.iter())
@@ -645,11 +713,8 @@ fn half_precision_subnormals_round_trip() {
     let normals = Array3::from_shape_fn((1, 2000, 1), |(_, x, _)| {
         f16::from_f32(x as f32 / 2000.0 - 0.5)
     });
-    let got = engine()
-        .correlate2d(&normals, &small, &Conv2dOptions::default())
-        .unwrap();
-    let reference =
-        conv_host::reference::correlate2d(&normals, &small, &Conv2dOptions::default()).unwrap();
+    let got = correlate2d(engine(), &normals, &small, &zero_border()).unwrap();
+    let reference = reference2d(&normals, &small, &zero_border(), false).unwrap();
     check(
         got.view(),
         reference.view(),

@@ -2,8 +2,18 @@
 //! name and configuration, on the faulting call and on every later one. Its own test binary:
 //! the fault poisons the process's context for every other test.
 
-use conv_host::{Conv1dOptions, ConvError, Engine};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, ConvError, Engine};
 use ndarray::array;
+
+/// The old `Conv1dOptions::default()`: zero ghost cells (this binary has no `common`: the
+/// fault must be its only test).
+fn zero_border() -> NdOptions {
+    NdOptions {
+        mode: BoundaryMode::Constant(0.0).into(),
+        ..Default::default()
+    }
+}
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
@@ -12,7 +22,8 @@ fn a_kernel_fault_is_reported_then_every_later_call_names_it() {
     let x = array![1.0f32, 2.0, 3.0];
     assert_eq!(
         engine
-            .correlate1d(&x, &array![1.0f32], &Conv1dOptions::default())
+            .ndimage()
+            .correlate1d(&x, &array![1.0f32], 0, &zero_border())
             .unwrap(),
         x
     );
@@ -26,7 +37,10 @@ fn a_kernel_fault_is_reported_then_every_later_call_names_it() {
         other => panic!("expected a driver error naming the kernel, got {other:?}"),
     }
     for _ in 0..2 {
-        match engine.correlate1d(&x, &array![1.0f32], &Conv1dOptions::default()) {
+        match engine
+            .ndimage()
+            .correlate1d(&x, &array![1.0f32], 0, &zero_border())
+        {
             Err(ConvError::ContextLost { cause }) => {
                 assert!(cause.contains("diagnostic_trap"), "{cause}")
             }

@@ -4,26 +4,47 @@
 
 mod common;
 
-use common::{expected1d, expected2d, origin_range, random_vec, rng};
-use conv_host::reference::{convolve1d, convolve2d, correlate1d, correlate2d};
-use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError};
-use ndarray::{Array1, Array3};
+use common::{
+    expected1d, expected2d, image_mask, image_options, origin_range, random_vec, rng, zero_border,
+};
+use conv_host::ndimage::NdOptions;
+use conv_host::reference::{convolve1d, correlate1d};
+use conv_host::{BoundaryMode, ConvError, reference};
+use ndarray::{Array, Array1, Array2, Array3, ArrayBase, Data, Dimension};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+
+/// The reference 2D correlation (or, with `convolve`, convolution) of an image `H x W` or
+/// `H x W x C` with a 2D mask (given the channel axis of extent 1 for `H x W x C`).
+fn filter2d<S: Data<Elem = f32>, D: Dimension>(
+    image: &ArrayBase<S, D>,
+    mask: &Array2<f32>,
+    options: &NdOptions,
+    convolve: bool,
+) -> conv_host::Result<Array<f64, D>> {
+    let ndim = image.ndim();
+    let mask = image_mask::<D>(mask.view(), ndim);
+    let options = image_options(options, ndim);
+    if convolve {
+        reference::convolve(image, &mask, &options)
+    } else {
+        reference::correlate(image, &mask, &options)
+    }
+}
 
 #[test]
 fn expected_values_follow_the_operation_and_the_check_can_fail() {
     let (mut rng, _) = rng("helpers");
     let (x, w) = (random_vec(&mut rng, 50), random_vec(&mut rng, 4));
-    let options = Conv1dOptions {
-        mode: BoundaryMode::Constant(0.5),
-        origin: -1,
-        ..Default::default()
+    let options = NdOptions {
+        mode: BoundaryMode::Constant(0.5).into(),
+        origin: (-1).into(),
+        ..zero_border()
     };
     for convolve in [false, true] {
         let reference = if convolve {
-            convolve1d(&x, &w, &options)
+            convolve1d(&x, &w, 0, &options)
         } else {
-            correlate1d(&x, &w, &options)
+            correlate1d(&x, &w, 0, &options)
         };
         let as_f32 = reference.unwrap().mapv(|v| v as f32);
         let expected = expected1d(x.view(), w.view(), &options, convolve);
@@ -38,7 +59,7 @@ fn expected_values_follow_the_operation_and_the_check_can_fail() {
         );
     }
     // Correlation and convolution differ for this mask, so a swapped flag would be caught.
-    let correlated = correlate1d(&x, &w, &options).unwrap().mapv(|v| v as f32);
+    let correlated = correlate1d(&x, &w, 0, &options).unwrap().mapv(|v| v as f32);
     let convolution = expected1d(x.view(), w.view(), &options, true);
     assert!(
         catch_unwind(AssertUnwindSafe(
@@ -51,16 +72,12 @@ fn expected_values_follow_the_operation_and_the_check_can_fail() {
         ((y * 7 + x * 3 + c) % 11) as f32 - 5.0
     });
     let mask = ndarray::array![[1.0f32, -2.0, 0.5], [0.0, 1.0, 3.0]];
-    let options = Conv2dOptions {
-        mode: BoundaryMode::Mirror,
-        ..Default::default()
+    let options = NdOptions {
+        mode: BoundaryMode::Mirror.into(),
+        ..zero_border()
     };
     for convolve in [false, true] {
-        let reference = if convolve {
-            convolve2d(&image, &mask, &options)
-        } else {
-            correlate2d(&image, &mask, &options)
-        };
+        let reference = filter2d(&image, &mask, &options, convolve);
         let mut as_f32 = reference.unwrap().mapv(|v| v as f32);
         let expected = expected2d(image.view(), mask.view(), &options, convolve);
         expected.check(as_f32.view(), "the reference itself");
@@ -81,15 +98,15 @@ fn origin_range_agrees_with_the_library() {
         let mask = Array1::from_elem(len, 1.0f32);
         for convolve in [false, true] {
             let (min, max) = origin_range(len, convolve);
-            let run = |origin| {
-                let options = Conv1dOptions {
-                    origin,
-                    ..Default::default()
+            let run = |origin: isize| {
+                let options = NdOptions {
+                    origin: origin.into(),
+                    ..zero_border()
                 };
                 if convolve {
-                    convolve1d(&x, &mask, &options)
+                    convolve1d(&x, &mask, 0, &options)
                 } else {
-                    correlate1d(&x, &mask, &options)
+                    correlate1d(&x, &mask, 0, &options)
                 }
             };
             for origin in min..=max {

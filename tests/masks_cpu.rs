@@ -1,11 +1,15 @@
 //! Mask builders and the Gaussian filter against SciPy 1.17.1 (`_gaussian_kernel1d`,
 //! `gaussian_filter`), on the CPU.
 
+mod common;
+
 use approx::assert_relative_eq;
+use common::zero_border;
 use conv_host::masks::{
     box2d, gaussian_kernel1d, gaussian_radius, gaussian1d, gaussian2d, sharpen,
 };
-use conv_host::{BoundaryMode, Conv2dOptions, ConvError, reference};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, ConvError, reference};
 use ndarray::Array2;
 
 #[test]
@@ -108,15 +112,16 @@ fn gaussian_filter_matches_scipy() {
         (BoundaryMode::Reflect, 4.0, reflect),
         (BoundaryMode::Constant(0.0), 2.0, constant),
     ] {
-        let options = Conv2dOptions {
-            mode,
-            ..Default::default()
+        let options = NdOptions {
+            mode: mode.into(),
+            truncate: f64::from(truncate),
+            ..zero_border()
         };
-        let separable = reference::gaussian_filter(&image, 0.8, truncate, &options).unwrap();
+        let separable = reference::gaussian_filter(&image, [0.8, 0.8], 0, &options).unwrap();
         let direct =
-            reference::correlate2d(&image, &gaussian2d(0.8, truncate).unwrap(), &options).unwrap();
+            reference::correlate(&image, &gaussian2d(0.8, truncate).unwrap(), &options).unwrap();
         for ((&s, &d), &e) in separable.iter().zip(&direct).zip(expected.iter().flatten()) {
-            // The taps are f32, as on the GPU: agreement to f32 precision.
+            // The direct mask's taps are f32, as on the GPU: agreement to f32 precision.
             assert_relative_eq!(s, e, max_relative = 2e-6);
             assert_relative_eq!(d, e, max_relative = 2e-6);
         }
@@ -196,7 +201,7 @@ fn invalid_mask_parameters_are_typed_errors() {
         Err(ConvError::InvalidParameter { .. })
     ));
     let image = Array2::<f32>::ones((3, 3));
-    assert!(reference::gaussian_filter(&image, f32::NAN, 4.0, &Conv2dOptions::default()).is_err());
+    assert!(reference::gaussian_filter(&image, f64::NAN, 0, &zero_border()).is_err());
     // Masks too large for any memory are refused before anything is allocated: a sigma of 1e9
     // would ask for 8e9 taps (64 GB in f64), its square for 6.4e19.
     assert!(matches!(
@@ -213,18 +218,18 @@ fn invalid_mask_parameters_are_typed_errors() {
         box2d(10_000, 10_000),
         Err(ConvError::InvalidParameter { .. })
     ));
-    assert!(reference::gaussian_filter(&image, 1e9, 4.0, &Conv2dOptions::default()).is_err());
+    assert!(reference::gaussian_filter(&image, 1e9, 0, &zero_border()).is_err());
 }
 
 #[test]
 fn box_and_sharpen_keep_flat_regions() {
     let flat = Array2::from_elem((6, 7), 0.25f32);
-    let nearest = Conv2dOptions {
-        mode: BoundaryMode::Nearest,
-        ..Default::default()
+    let nearest = NdOptions {
+        mode: BoundaryMode::Nearest.into(),
+        ..zero_border()
     };
     for mask in [box2d(3, 5).unwrap(), sharpen()] {
-        let out = reference::correlate2d(&flat, &mask, &nearest).unwrap();
+        let out = reference::correlate(&flat, &mask, &nearest).unwrap();
         assert!(out.iter().all(|&v| (v - 0.25).abs() < 1e-7), "{mask}");
     }
 }

@@ -6,10 +6,27 @@
 mod common;
 
 use common::images::random_array3;
-use common::{all_modes, engine, random_vec, rng};
-use conv_host::{Conv1dOptions, Conv2dOptions, ConvError, Kernel, MultiEngine};
-use ndarray::{Array2, Array3};
+use common::{all_modes, engine, image_mask, random_vec, rng, zero_border};
+use conv_host::ndimage::{NdOptions, Ndimage};
+use conv_host::{ConvError, Element, Kernel, MultiEngine};
+use ndarray::{Array2, Array3, Ix3};
 use rand::Rng;
+
+/// The correlation (or convolution) of an image `H x W x C` with a 2D mask on `nd`.
+fn filter2d<T: Element>(
+    nd: Ndimage<'_>,
+    image: &Array3<T>,
+    mask: &Array2<f32>,
+    options: &NdOptions,
+    convolve: bool,
+) -> conv_host::Result<Array3<T>> {
+    let mask = image_mask::<Ix3>(mask.view(), 3);
+    if convolve {
+        nd.convolve(image, &mask, options)
+    } else {
+        nd.correlate(image, &mask, options)
+    }
+}
 
 /// Every GPU of the host, or three engines on GPU 0 where there is one.
 fn gpus() -> MultiEngine {
@@ -26,6 +43,7 @@ fn gpus() -> MultiEngine {
 fn split_calls_give_what_one_gpu_gives() {
     let (mut rng, _) = rng("multi-GPU");
     let gpus = gpus();
+    let (one_gpu, split_gpus) = (engine().ndimage(), gpus.ndimage());
     for (m, mode) in all_modes().into_iter().enumerate() {
         for kernel in [
             Kernel::Auto,
@@ -51,19 +69,19 @@ fn split_calls_give_what_one_gpu_gives() {
                 _ => Array2::from_shape_vec((n, n + 2), random_vec(&mut rng, n * (n + 2)).to_vec())
                     .unwrap(),
             };
-            let options = Conv2dOptions {
-                mode,
+            let options = NdOptions {
+                mode: mode.into(),
                 kernel,
-                ..Default::default()
+                ..zero_border()
             };
             let what = format!("{kernel} {mode:?} {shape:?}");
-            let one = engine().correlate2d(&image, &mask, &options).expect(&what);
-            let split = gpus.correlate2d(&image, &mask, &options).expect(&what);
+            let one = filter2d(one_gpu, &image, &mask, &options, false).expect(&what);
+            let split = filter2d(split_gpus, &image, &mask, &options, false).expect(&what);
             assert_eq!(split, one, "{what}");
-            let convolved = gpus.convolve2d(&image, &mask, &options).expect(&what);
+            let convolved = filter2d(split_gpus, &image, &mask, &options, true).expect(&what);
             assert_eq!(
                 convolved,
-                engine().convolve2d(&image, &mask, &options).unwrap(),
+                filter2d(one_gpu, &image, &mask, &options, true).unwrap(),
                 "{what}"
             );
         }
@@ -71,30 +89,26 @@ fn split_calls_give_what_one_gpu_gives() {
         let bytes =
             Array3::from_shape_simple_fn((rng.random_range(1..90), 33, 3), || rng.random::<u8>());
         let mask = Array2::from_elem((5, 5), 0.04f32);
-        let options = Conv2dOptions {
-            mode,
-            ..Default::default()
+        let options = NdOptions {
+            mode: mode.into(),
+            ..zero_border()
         };
         assert_eq!(
-            gpus.correlate2d(&bytes, &mask, &options).unwrap(),
-            engine().correlate2d(&bytes, &mask, &options).unwrap(),
+            filter2d(split_gpus, &bytes, &mask, &options, false).unwrap(),
+            filter2d(one_gpu, &bytes, &mask, &options, false).unwrap(),
             "u8 {mode:?}"
         );
         let len = rng.random_range(1..20_000);
         let signal = random_vec(&mut rng, len);
         let taps = random_vec(&mut rng, [7, 31, 40][m % 3]);
-        let options = Conv1dOptions {
-            mode,
-            ..Default::default()
-        };
         assert_eq!(
-            gpus.correlate1d(&signal, &taps, &options).unwrap(),
-            engine().correlate1d(&signal, &taps, &options).unwrap(),
+            split_gpus.correlate1d(&signal, &taps, 0, &options).unwrap(),
+            one_gpu.correlate1d(&signal, &taps, 0, &options).unwrap(),
             "1D {mode:?}"
         );
         assert_eq!(
-            gpus.convolve1d(&signal, &taps, &options).unwrap(),
-            engine().convolve1d(&signal, &taps, &options).unwrap(),
+            split_gpus.convolve1d(&signal, &taps, 0, &options).unwrap(),
+            one_gpu.convolve1d(&signal, &taps, 0, &options).unwrap(),
             "1D {mode:?}"
         );
     }
@@ -110,9 +124,7 @@ fn a_failing_part_names_its_gpu_and_rows() {
     let mask = Array2::from_elem((3, 3), 1.0f32);
     let last = gpus.engines().len() - 1;
     gpus.engines()[last].set_device_memory_limit(Some(1024));
-    let error = gpus
-        .correlate2d(&image, &mask, &Conv2dOptions::default())
-        .unwrap_err();
+    let error = filter2d(gpus.ndimage(), &image, &mask, &zero_border(), false).unwrap_err();
     match &error {
         ConvError::OnDevice {
             ordinal,
@@ -131,9 +143,7 @@ fn a_failing_part_names_its_gpu_and_rows() {
     }
     assert!(error.to_string().contains("part"), "{error}");
     gpus.engines()[last].set_device_memory_limit(None);
-    let result = gpus
-        .correlate2d(&image, &mask, &Conv2dOptions::default())
-        .unwrap();
+    let result = filter2d(gpus.ndimage(), &image, &mask, &zero_border(), false).unwrap();
     assert_eq!(result[[150, 100, 0]], 9.0);
     assert!(matches!(
         MultiEngine::with_devices(&[]),

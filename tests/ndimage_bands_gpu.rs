@@ -8,7 +8,7 @@ mod common;
 use common::elements::{Random, check, random_array};
 use common::{all_modes, rng};
 use conv_host::ndimage::{NdOptions, PerAxis};
-use conv_host::reference::ndimage as cpu;
+use conv_host::reference as cpu;
 use conv_host::{BoundaryMode, Element, Engine, PinnedArray};
 use ndarray::{ArrayD, IxDyn};
 use rand::Rng;

@@ -3,9 +3,10 @@
 
 mod common;
 
+use conv_host::masks::gaussian2d;
 use conv_host::ndimage::{NdOptions, PerAxis};
-use conv_host::reference::{self, ndimage as cpu};
-use conv_host::{BoundaryMode, Conv2dOptions, ConvError};
+use conv_host::reference as cpu;
+use conv_host::{BoundaryMode, ConvError};
 use ndarray::{Array2, Array3, ArrayD, Axis, IxDyn, array};
 
 /// `np.arange(12).reshape(3, 4) ** 1.5`.
@@ -181,30 +182,32 @@ fn the_twins_agree_with_the_2d_references() {
             mode: mode.into(),
             ..Default::default()
         };
-        let flat = Conv2dOptions {
-            mode,
-            ..Default::default()
-        };
+        // `correlate` of a 2D image with a 2D mask runs the direct 2D reference, not passes.
         let sobel_rows =
             Array2::from_shape_fn((3, 3), |(i, j)| [-1.0, 0.0, 1.0][i] * [1.0, 2.0, 1.0][j]);
         let laplace = array![[0.0, 1.0, 0.0], [1.0, -4.0, 1.0], [0.0, 1.0, 0.0]];
         let pairs = [
             (
                 cpu::sobel(&image, 0, &nd).unwrap(),
-                reference::correlate2d(&image, &sobel_rows, &flat).unwrap(),
+                cpu::correlate(&image, &sobel_rows, &nd).unwrap(),
             ),
             (
                 cpu::laplace(&image, &nd).unwrap(),
-                reference::correlate2d(&image, &laplace, &flat).unwrap(),
+                cpu::correlate(&image, &laplace, &nd).unwrap(),
             ),
             (
                 cpu::gaussian_filter(&image, 1.5, 0, &nd).unwrap(),
-                reference::gaussian_filter(&image.mapv(|v| v as f32), 1.5, 4.0, &flat).unwrap(),
+                cpu::correlate(
+                    &image.mapv(|v| v as f32),
+                    &gaussian2d(1.5, 4.0).unwrap(),
+                    &nd,
+                )
+                .unwrap(),
             ),
         ];
         for (i, (separable, direct)) in pairs.iter().enumerate() {
             for (a, b) in separable.iter().zip(direct) {
-                // The 2D Gaussian reference rounds its taps to f32.
+                // The 2D Gaussian mask (and this image) are rounded to f32.
                 assert!((a - b).abs() < 1e-6, "case {i}, {mode:?}: {a} against {b}");
             }
         }
@@ -221,14 +224,14 @@ fn a_mask_one_slice_deep_filters_each_image_on_its_own() {
         ..Default::default()
     };
     let batch = cpu::correlate(&stack, &mask, &options).unwrap();
-    let flat = Conv2dOptions {
-        mode: BoundaryMode::Mirror,
-        origin: [1, -1],
+    let flat = NdOptions {
+        mode: BoundaryMode::Mirror.into(),
+        origin: [1, -1].into(),
         ..Default::default()
     };
     let mask2d = mask.index_axis(Axis(0), 0);
     for n in 0..4 {
-        let alone = reference::correlate2d(&stack.index_axis(Axis(0), n), &mask2d, &flat).unwrap();
+        let alone = cpu::correlate(&stack.index_axis(Axis(0), n), &mask2d, &flat).unwrap();
         let row = batch.index_axis(Axis(0), n);
         for (a, b) in alone.iter().zip(row) {
             assert!(

@@ -8,13 +8,46 @@
 mod common;
 
 use common::images::{random_array3, random_mask};
-use common::{all_modes, band_cap, expected1d, expected2d, random_vec, rng};
-use conv_host::{
-    BoundaryMode, Conv1dOptions, Conv2dOptions, Element, Engine, Kernel, PinnedArray, bf16, f16,
+use common::{
+    all_modes, band_cap, expected1d, expected2d, image_options, random_vec, rng, zero_border,
 };
-use ndarray::{Array1, Array2, Array3, ArrayBase, Data, Dimension, s};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, Element, Engine, Kernel, PinnedArray, bf16, f16};
+use ndarray::{Array1, Array2, Array3, ArrayBase, ArrayViewMut3, Axis, Data, Dimension, Ix3, s};
 use rand::Rng;
 use rand::rngs::StdRng;
+
+/// The correlation of an `H x W x C` image with a 2D mask (as `[h, w, 1]`) into `output`
+/// (the old `Engine::correlate2d_into`).
+fn correlate2d_into<S, O>(
+    engine: &Engine,
+    image: &ArrayBase<S, Ix3>,
+    mask: &Array2<<S::Elem as Element>::Real>,
+    options: &NdOptions,
+    output: ArrayViewMut3<'_, O>,
+) -> conv_host::Result<()>
+where
+    S: Data<Elem: Element>,
+    O: Element<Real = <S::Elem as Element>::Real>,
+{
+    let mask = mask.view().insert_axis(Axis(2));
+    engine
+        .ndimage()
+        .correlate_into(image, &mask, &image_options(options, 3), output)
+}
+
+/// [`correlate2d_into`] into a new array (the old `Engine::correlate2d`).
+fn correlate2d<T: Element>(
+    engine: &Engine,
+    image: &Array3<T>,
+    mask: &Array2<T::Real>,
+    options: &NdOptions,
+) -> conv_host::Result<Array3<T>> {
+    let mask = mask.view().insert_axis(Axis(2));
+    engine
+        .ndimage()
+        .correlate(image, &mask, &image_options(options, 3))
+}
 
 /// A page-locked copy of `array`.
 fn pinned_copy<T: Element, S: Data<Elem = T>, D: Dimension>(
@@ -46,10 +79,10 @@ fn pinned_images_match_the_reference() {
                 );
                 let image = random_array3(&mut rng, (rows, width, channels));
                 let mask = random_mask(&mut rng, shape);
-                let options = Conv2dOptions {
-                    mode,
+                let options = NdOptions {
+                    mode: mode.into(),
                     kernel,
-                    ..Default::default()
+                    ..zero_border()
                 };
                 let expected = expected2d(image.view(), mask.view(), &options, false);
                 let which = [(true, true), (true, false), (false, true)][runs % 3];
@@ -62,12 +95,12 @@ fn pinned_images_match_the_reference() {
                 );
                 let result = match which {
                     (true, true) => {
-                        engine.correlate2d_into(&input.view(), &mask, &options, output.view_mut())
+                        correlate2d_into(&engine, &input.view(), &mask, &options, output.view_mut())
                     }
                     (true, false) => {
-                        engine.correlate2d_into(&input.view(), &mask, &options, plain.view_mut())
+                        correlate2d_into(&engine, &input.view(), &mask, &options, plain.view_mut())
                     }
-                    _ => engine.correlate2d_into(&image, &mask, &options, output.view_mut()),
+                    _ => correlate2d_into(&engine, &image, &mask, &options, output.view_mut()),
                 };
                 engine.set_device_memory_limit(None);
                 let what = format!(
@@ -103,14 +136,20 @@ fn pinned_signals_match_the_reference() {
             let len = rng.random_range(200..3000);
             let signal = random_vec(&mut rng, len);
             let mask = random_vec(&mut rng, taps);
-            let options = Conv1dOptions {
-                mode,
-                ..Default::default()
+            let options = NdOptions {
+                mode: mode.into(),
+                ..zero_border()
             };
             let input = pinned_copy(&engine, &signal);
             let mut output = pinned_copy(&engine, &Array1::from_elem(len, f32::NAN));
             engine.set_device_memory_limit(chunk.map(|c| 2 * 4 * (c + taps) + 4 * taps));
-            let result = engine.correlate1d_into(&input.view(), &mask, &options, output.view_mut());
+            let result = engine.ndimage().correlate1d_into(
+                &input.view(),
+                &mask,
+                0,
+                &options,
+                output.view_mut(),
+            );
             engine.set_device_memory_limit(None);
             let what = format!("{mode:?} {taps} taps over {len}, chunks {chunk:?}");
             result.unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -120,7 +159,8 @@ fn pinned_signals_match_the_reference() {
             // Every other element: not row-major, so packed and unpacked.
             let strided = input.view().slice_move(s![..;2]);
             let got: Array1<f32> = engine
-                .correlate1d(&strided, &mask, &options)
+                .ndimage()
+                .correlate1d(&strided, &mask, 0, &options)
                 .unwrap_or_else(|e| panic!("{what}, strided: {e}"));
             let times = engine.last_host_times().expect("host times");
             assert_eq!(times.in_place, (false, false), "{what}, strided: {times}");
@@ -153,9 +193,9 @@ fn matches_ordinary_arrays<T: Element>(engine: &Engine, rng: &mut StdRng) -> usi
                 let mask = Array2::from_shape_simple_fn((size, size), || {
                     T::Real::from_f64(rng.random_range(-0.3..0.3))
                 });
-                let options = Conv2dOptions {
-                    mode,
-                    ..Default::default()
+                let options = NdOptions {
+                    mode: mode.into(),
+                    ..zero_border()
                 };
                 let what = format!(
                     "{} {mode:?} {size}x{size} over {rows}x{width}x{channels}, banded {banded}",
@@ -167,11 +207,11 @@ fn matches_ordinary_arrays<T: Element>(engine: &Engine, rng: &mut StdRng) -> usi
                 let pitch = (width * channels).div_ceil(32) * 32;
                 let cap = rows / 3 * pitch * 16 + 512;
                 engine.set_device_memory_limit(banded.then_some(cap));
-                let expected = engine.correlate2d(&image, &mask, &options);
+                let expected = correlate2d(engine, &image, &mask, &options);
                 let input = pinned_copy(engine, &image);
                 let mut output = pinned_copy(engine, &image);
                 let got =
-                    engine.correlate2d_into(&input.view(), &mask, &options, output.view_mut());
+                    correlate2d_into(engine, &input.view(), &mask, &options, output.view_mut());
                 engine.set_device_memory_limit(None);
                 let expected = expected.unwrap_or_else(|e| panic!("{what}, ordinary: {e}"));
                 got.unwrap_or_else(|e| panic!("{what}, page-locked: {e}"));

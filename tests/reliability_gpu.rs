@@ -3,10 +3,11 @@
 
 mod common;
 
-use common::{assert_engine_works, engine};
-use conv_host::reference::{correlate1d, correlate2d};
-use conv_host::{BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, Kernel};
-use ndarray::{Array1, Array2, Array3, ArrayView1, array};
+use common::{assert_engine_works, engine, image_mask, zero_border};
+use conv_host::ndimage::NdOptions;
+use conv_host::reference::{correlate, correlate1d};
+use conv_host::{BoundaryMode, ConvError, Engine, Kernel};
+use ndarray::{Array1, Array2, Array3, ArrayView1, Ix3, array};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -16,25 +17,29 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
     let x = array![1.0f32, 2.0, 3.0];
     // Empty input: empty output, for every kernel.
     for kernel in Kernel::TEXTBOOK {
-        let options = Conv1dOptions {
+        let options = NdOptions {
             kernel,
-            ..Default::default()
+            ..zero_border()
         };
         assert_eq!(
             engine()
-                .correlate1d(&Array1::<f32>::zeros(0), &x, &options)
+                .ndimage()
+                .correlate1d(&Array1::<f32>::zeros(0), &x, 0, &options)
                 .unwrap()
                 .len(),
             0
         );
         let empty_image = Array3::<f32>::zeros((0, 5, 3));
-        let options2 = Conv2dOptions {
+        let options2 = NdOptions {
             kernel,
-            ..Default::default()
+            ..zero_border()
         };
+        // A 2D mask of an `H x W x C` image: `[3, 3, 1]`.
+        let mask3x3 = image_mask::<Ix3>(Array2::ones((3, 3)).view(), 3);
         assert_eq!(
             engine()
-                .correlate2d(&empty_image, &Array2::ones((3, 3)), &options2)
+                .ndimage()
+                .correlate(&empty_image, &mask3x3, &options2)
                 .unwrap()
                 .len(),
             0
@@ -43,7 +48,8 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
         let no_channels = Array3::<f32>::zeros((4, 5, 0));
         assert_eq!(
             engine()
-                .correlate2d(&no_channels, &Array2::ones((3, 3)), &options2)
+                .ndimage()
+                .correlate(&no_channels, &mask3x3, &options2)
                 .unwrap()
                 .dim(),
             (4, 5, 0)
@@ -52,12 +58,16 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
     assert_engine_works();
     // Empty masks.
     assert!(matches!(
-        engine().correlate1d(&x, &Array1::<f32>::zeros(0), &Default::default()),
+        engine()
+            .ndimage()
+            .correlate1d(&x, &Array1::<f32>::zeros(0), 0, &zero_border()),
         Err(ConvError::EmptyMask)
     ));
     let image = Array2::<f32>::ones((4, 4));
     assert!(matches!(
-        engine().correlate2d(&image, &Array2::<f32>::zeros((3, 0)), &Default::default()),
+        engine()
+            .ndimage()
+            .correlate(&image, &Array2::<f32>::zeros((3, 0)), &zero_border()),
         Err(ConvError::EmptyMask)
     ));
     assert_engine_works();
@@ -69,13 +79,16 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
         array![f32::NEG_INFINITY, 0.0, 2.0],
     ] {
         for kernel in Kernel::TEXTBOOK {
-            let options = Conv1dOptions {
+            let options = NdOptions {
                 kernel,
-                mode: BoundaryMode::Constant(0.0),
-                ..Default::default()
+                mode: BoundaryMode::Constant(0.0).into(),
+                ..zero_border()
             };
-            let got = engine().correlate1d(&signal, &mask, &options).unwrap();
-            let expected = correlate1d(&signal, &mask, &options).unwrap();
+            let got = engine()
+                .ndimage()
+                .correlate1d(&signal, &mask, 0, &options)
+                .unwrap();
+            let expected = correlate1d(&signal, &mask, 0, &options).unwrap();
             for (g, e) in got.iter().zip(&expected) {
                 let g = f64::from(*g);
                 let same = if e.is_nan() {
@@ -104,7 +117,10 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
     let capped = Engine::new().expect("engine");
     capped.set_device_memory_limit(Some(100));
     assert_eq!(capped.device_memory_limit(), Some(100));
-    match capped.correlate1d(&signal, &long_mask, &Default::default()) {
+    match capped
+        .ndimage()
+        .correlate1d(&signal, &long_mask, 0, &zero_border())
+    {
         Err(error @ ConvError::OutOfMemory { requested, .. }) => {
             assert!(
                 error.to_string().contains(&requested.to_string()),
@@ -114,9 +130,10 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
         other => panic!("expected OutOfMemory, got {other:?}"),
     }
     capped.set_device_memory_limit(None);
-    let expected = correlate1d(&signal, &long_mask, &Default::default()).unwrap();
+    let expected = correlate1d(&signal, &long_mask, 0, &zero_border()).unwrap();
     let got = capped
-        .correlate1d(&signal, &long_mask, &Default::default())
+        .ndimage()
+        .correlate1d(&signal, &long_mask, 0, &zero_border())
         .unwrap();
     assert!(
         got.iter()
@@ -128,20 +145,30 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
     // needs no memory; its owned output would): HostOutOfMemory, not an abort.
     let one = array![1.0f32];
     let huge: ArrayView1<f32> = one.broadcast(1usize << 45).expect("broadcast");
-    match engine().correlate1d(&huge, &x, &Default::default()) {
+    match engine().ndimage().correlate1d(&huge, &x, 0, &zero_border()) {
         Err(ConvError::HostOutOfMemory { requested }) => assert_eq!(requested, 4 << 45),
         other => panic!("expected HostOutOfMemory, got {other:?}"),
     }
     assert_engine_works();
     // A Gaussian whose mask would not fit any memory: a typed error before any allocation.
+    // (The old `gaussian_filter(image, sigma, truncate, ..)` of an `H x W` image: the same
+    // sigma on both axes, order 0.)
+    let gaussian = NdOptions {
+        truncate: 4.0,
+        ..zero_border()
+    };
     assert!(matches!(
-        engine().gaussian_filter(&image, 1e9, 4.0, &Default::default()),
+        engine()
+            .ndimage()
+            .gaussian_filter(&image, [1e9, 1e9], 0, &gaussian),
         Err(ConvError::InvalidParameter { name: "sigma", .. })
     ));
     // Invalid Gaussian parameters.
-    for sigma in [-1.0, f32::NAN] {
+    for sigma in [-1.0, f64::NAN] {
         assert!(matches!(
-            engine().gaussian_filter(&image, sigma, 4.0, &Default::default()),
+            engine()
+                .ndimage()
+                .gaussian_filter(&image, [sigma, sigma], 0, &gaussian),
             Err(ConvError::InvalidParameter { .. })
         ));
     }
@@ -173,29 +200,35 @@ fn threads_sharing_one_engine_get_exact_results() {
                     let kernel = Kernel::TEXTBOOK[call % 4];
                     if call % 2 == 0 {
                         let x = integer(1000 + call);
-                        let options = Conv1dOptions {
+                        let options = NdOptions {
                             kernel,
-                            mode: BoundaryMode::Wrap,
-                            ..Default::default()
+                            mode: BoundaryMode::Wrap.into(),
+                            ..zero_border()
                         };
-                        let got = engine().correlate1d(&x, &mask1, &options).unwrap();
+                        let got = engine()
+                            .ndimage()
+                            .correlate1d(&x, &mask1, 0, &options)
+                            .unwrap();
                         assert_eq!(
                             got.mapv(f64::from),
-                            correlate1d(&x, &mask1, &options).unwrap(),
+                            correlate1d(&x, &mask1, 0, &options).unwrap(),
                             "thread {t} call {call}"
                         );
                     } else {
                         let image =
                             Array2::from_shape_vec((17, 29), integer(17 * 29).to_vec()).unwrap();
-                        let options = Conv2dOptions {
+                        let options = NdOptions {
                             kernel,
-                            mode: BoundaryMode::Reflect,
-                            ..Default::default()
+                            mode: BoundaryMode::Reflect.into(),
+                            ..zero_border()
                         };
-                        let got = engine().correlate2d(&image, &mask2, &options).unwrap();
+                        let got = engine()
+                            .ndimage()
+                            .correlate(&image, &mask2, &options)
+                            .unwrap();
                         assert_eq!(
                             got.mapv(f64::from),
-                            correlate2d(&image, &mask2, &options).unwrap(),
+                            correlate(&image, &mask2, &options).unwrap(),
                             "thread {t} call {call}"
                         );
                     }

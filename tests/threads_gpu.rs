@@ -5,11 +5,11 @@
 mod common;
 
 use common::elements::{check, random_array};
-use common::{all_modes, random_vec, rng};
+use common::{all_modes, image_mask, random_vec, rng};
+use conv_host::Engine;
 use conv_host::ndimage::NdOptions;
-use conv_host::reference::{self, ndimage as cpu};
-use conv_host::{Conv1dOptions, Conv2dOptions, Engine};
-use ndarray::{Array2, Array3, ArrayD, IxDyn};
+use conv_host::reference as cpu;
+use ndarray::{Array2, Array3, ArrayD, Ix3, IxDyn};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
@@ -19,18 +19,20 @@ const CALLS: usize = 12;
 /// One random call on `engine`, checked against the reference.
 fn one_call(engine: &Engine, rng: &mut StdRng, what: &str) {
     let mode = all_modes()[rng.random_range(0..6)];
+    let nd = engine.ndimage();
+    // This call's mode, the defaults otherwise.
+    let options = NdOptions {
+        mode: mode.into(),
+        ..Default::default()
+    };
     match rng.random_range(0..5) {
         0 => {
             let len = rng.random_range(1..20_000);
             let x = random_vec(rng, len);
             let taps_len = [3, 7, 31][rng.random_range(0..3)];
             let taps = random_vec(rng, taps_len);
-            let options = Conv1dOptions {
-                mode,
-                ..Default::default()
-            };
-            let got = engine.correlate1d(&x, &taps, &options).unwrap();
-            let expected = reference::correlate1d(&x, &taps, &options).unwrap();
+            let got = nd.correlate1d(&x, &taps, 0, &options).unwrap();
+            let expected = cpu::correlate1d(&x, &taps, 0, &options).unwrap();
             check(
                 got.view(),
                 expected.view(),
@@ -48,12 +50,9 @@ fn one_call(engine: &Engine, rng: &mut StdRng, what: &str) {
             let side = [3, 5, 9][rng.random_range(0..3)];
             let mask = Array2::from_shape_vec((side, side), random_vec(rng, side * side).to_vec())
                 .unwrap();
-            let options = Conv2dOptions {
-                mode,
-                ..Default::default()
-            };
-            let got = engine.correlate2d(&image, &mask, &options).unwrap();
-            let expected = reference::correlate2d(&image, &mask, &options).unwrap();
+            let mask = image_mask::<Ix3>(mask.view(), 3);
+            let got = nd.correlate(&image, &mask, &options).unwrap();
+            let expected = cpu::correlate(&image, &mask, &options).unwrap();
             check(
                 got.view(),
                 expected.view(),
@@ -68,15 +67,8 @@ fn one_call(engine: &Engine, rng: &mut StdRng, what: &str) {
                 rng.random_range(1..60),
             ];
             let volume: ArrayD<f32> = random_array(rng, IxDyn(&shape));
-            let options = NdOptions {
-                mode: mode.into(),
-                ..Default::default()
-            };
             let sigma = [0.7, 1.5, 3.0][rng.random_range(0..3)];
-            let got = engine
-                .ndimage()
-                .gaussian_filter(&volume, sigma, 0, &options)
-                .unwrap();
+            let got = nd.gaussian_filter(&volume, sigma, 0, &options).unwrap();
             let expected = cpu::gaussian_filter(&volume, sigma, 0, &options).unwrap();
             check(
                 got.view(),
@@ -92,14 +84,10 @@ fn one_call(engine: &Engine, rng: &mut StdRng, what: &str) {
             input.view_mut().assign(&image);
             let mut output = engine.alloc_pinned::<f32, _>(image.raw_dim()).unwrap();
             let mask = Array2::from_shape_vec((5, 5), random_vec(rng, 25).to_vec()).unwrap();
-            let options = Conv2dOptions {
-                mode,
-                ..Default::default()
-            };
-            engine
-                .correlate2d_into(&input.view(), &mask, &options, output.view_mut())
+            let mask = image_mask::<Ix3>(mask.view(), 3);
+            nd.correlate_into(&input.view(), &mask, &options, output.view_mut())
                 .unwrap();
-            let expected = reference::correlate2d(&image, &mask, &options).unwrap();
+            let expected = cpu::correlate(&image, &mask, &options).unwrap();
             check(
                 output.view(),
                 expected.view(),
@@ -113,23 +101,14 @@ fn one_call(engine: &Engine, rng: &mut StdRng, what: &str) {
             let image =
                 Array2::from_shape_vec(shape, random_vec(rng, shape.0 * shape.1).to_vec()).unwrap();
             let mask = Array2::from_shape_vec((3, 3), random_vec(rng, 9).to_vec()).unwrap();
-            let options = Conv2dOptions {
-                mode,
-                ..Default::default()
-            };
             let a = engine.upload(&image).unwrap();
             let mut b = engine.alloc_device::<f32, _>(image.raw_dim()).unwrap();
             let mut c = engine.alloc_device::<f32, _>(image.raw_dim()).unwrap();
-            engine
-                .correlate2d_device(&a, &mask, &options, &mut b)
-                .unwrap();
-            engine
-                .correlate2d_device(&b, &mask, &options, &mut c)
-                .unwrap();
+            nd.correlate_into(&a, &mask, &options, &mut b).unwrap();
+            nd.correlate_into(&b, &mask, &options, &mut c).unwrap();
             let got = engine.download(&c).unwrap();
-            let once = reference::correlate2d(&image, &mask, &options).unwrap();
-            let expected =
-                reference::correlate2d(&once.mapv(|v| v as f32), &mask, &options).unwrap();
+            let once = cpu::correlate(&image, &mask, &options).unwrap();
+            let expected = cpu::correlate(&once.mapv(|v| v as f32), &mask, &options).unwrap();
             check(
                 got.view(),
                 expected.view(),

@@ -190,15 +190,15 @@ impl DeviceDim for IxDyn {
 /// arrays convert to `f32` and back on the device.
 ///
 /// ```no_run
-/// use conv_host::{Conv2dOptions, Engine, masks};
+/// use conv_host::{Engine, masks, ndimage::NdOptions};
 /// let engine = Engine::new()?;
 /// let image = ndarray::Array2::<f32>::ones((1080, 1920));
 /// let mut a = engine.upload(&image)?;
 /// let mut b = engine.alloc_device::<f32, _>(image.raw_dim())?;
-/// let options = Conv2dOptions::default();
-/// engine.correlate2d_device(&a, &masks::box2d(5, 5)?, &options, &mut b)?;   // returns at once
-/// engine.correlate2d_device(&b, &masks::sharpen(), &options, &mut a)?;       // never on the host
-/// let result = engine.download(&a)?;                                         // waits
+/// let (nd, options) = (engine.ndimage(), NdOptions::default());
+/// nd.correlate_into(&a, &masks::box2d(5, 5)?, &options, &mut b)?;   // returns at once
+/// nd.correlate_into(&b, &masks::sharpen(), &options, &mut a)?;      // never on the host
+/// let result = engine.download(&a)?;                                // waits
 /// # Ok::<(), conv_host::ConvError>(())
 /// ```
 pub struct DeviceArray<D: DeviceDim, T: Element = f32> {

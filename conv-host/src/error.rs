@@ -26,6 +26,14 @@ pub enum ConvError {
         /// Which limit was broken, with the numbers.
         reason: String,
     },
+    /// A kernel design or tile named for a call it does not run.
+    #[error("the {kernel} design cannot run this call: {reason}")]
+    InvalidDesign {
+        /// The design named.
+        kernel: crate::Kernel,
+        /// Which calls it runs.
+        reason: &'static str,
+    },
     /// The driver reported an error; `context` names the operation or kernel (with its
     /// configuration) that caused it.
     #[error("CUDA driver error in {context}: {source}")]

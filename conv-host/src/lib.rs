@@ -4,29 +4,29 @@
 //! with rustc's `nvptx64-nvidia-cuda` target; the [`Engine`] loads that PTX through the CUDA
 //! driver (found at run time, so nothing CUDA is needed to build) and launches it.
 //!
-//! Operations: 1D signals ([`Engine::correlate1d`], [`Engine::convolve1d`]), 2D images `H x W`
-//! or interleaved `H x W x C` ([`Engine::correlate2d`], [`Engine::convolve2d`],
-//! [`Engine::gaussian_filter`]), each with an `_into` form writing into a caller's view, and mask
-//! builders in [`masks`]. The kernel design is chosen by [`Kernel`] (`Auto` by default).
-//! Data of every [`Element`] type (`u8`, `u16`, [`f16`](struct@f16), `f32`, `f64`) is filtered in its own
-//! type, host arrays and [`DeviceArray`]s alike.
-//!
-//! Semantics follow SciPy's `scipy.ndimage`: [`Engine::correlate1d`] computes
-//! `out[i] = sum_j mask[j] * in[i + j - len(mask) / 2 - origin]`, [`Engine::convolve1d`] flips the
-//! mask first, and [`BoundaryMode`] names how the input continues past its ends. Every GPU
-//! operation has an f64 CPU twin in [`reference`](mod@reference).
+//! Every operation has `scipy.ndimage`'s name, parameters, defaults and results, on arrays of
+//! any rank and every [`Element`] type (`u8`, `u16`, [`f16`](struct@f16), [`bf16`](struct@bf16),
+//! `f32`, `f64`): [`Ndimage`](ndimage::Ndimage) holds them, and where it runs is where it came
+//! from: [`Engine::ndimage`] (one GPU), [`MultiEngine::ndimage`] (several), [`Cpu`]`.ndimage()`
+//! (all cores, no GPU). Each call has an `_into` form writing into a caller's host view or,
+//! with device arrays ([`DeviceArray`]), enqueued on the GPU without a host copy. Correlations
+//! of 1D signals and 2D images run on the seeds' designs ([`Kernel`], `Auto` by default;
+//! [`Ndimage::plan_correlate`](ndimage::Ndimage::plan_correlate) says which). Every operation
+//! has an f64 CPU twin in [`reference`](mod@reference), the tests' oracle.
 //!
 //! ```no_run
-//! use conv_host::{Conv1dOptions, Engine, BoundaryMode};
+//! use conv_host::{BoundaryMode, Engine, ndimage::NdOptions};
 //! use ndarray::array;
 //!
 //! let engine = Engine::new()?;
+//! let nd = engine.ndimage();
 //! let signal = array![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
 //! let mask = array![3.0f32, 4.0, 5.0, 4.0, 3.0];
-//! let out = engine.correlate1d(&signal, &mask, &Conv1dOptions::default())?;
+//! let zero = NdOptions { mode: BoundaryMode::Constant(0.0).into(), ..Default::default() };
+//! let out = nd.correlate1d(&signal, &mask, 0, &zero)?;
 //! assert_eq!(out[1], 38.0);
-//! let reflected = Conv1dOptions { mode: BoundaryMode::Reflect, ..Default::default() };
-//! let _ = engine.convolve1d(&signal.slice(ndarray::s![..;-1]), &mask, &reflected)?;
+//! // SciPy's default mode, reflect, on a reversed view.
+//! let _ = nd.convolve1d(&signal.slice(ndarray::s![..;-1]), &mask, 0, &NdOptions::default())?;
 //! # Ok::<(), conv_host::ConvError>(())
 //! ```
 
@@ -46,7 +46,6 @@ mod engine;
 #[cfg(test)]
 mod entry_points_test;
 mod error;
-mod gaussian;
 mod kernels;
 mod layout;
 mod mask;
@@ -65,8 +64,7 @@ mod staging;
 mod timing;
 
 pub use abi::MASK_CAPACITY;
-pub use conv1d::Conv1dOptions;
-pub use conv2d::{Conv2dOptions, ImageDim, SEPARABLE_TOLERANCE};
+pub use conv2d::SEPARABLE_TOLERANCE;
 pub use cpu::Cpu;
 pub use device::DeviceInfo;
 pub use device_array::{DeviceArray, DeviceDim};
@@ -85,16 +83,8 @@ pub use timing::PinnedTransfers;
 /// The embedded PTX of all kernels, e.g. to inspect it or assemble it with `ptxas`.
 pub const KERNELS_PTX: &str = kernels::KERNELS_PTX;
 
-/// f64-accumulating CPU versions of every operation, with the same options and errors as the
-/// GPU path. The tests compare the GPU against these; they also serve machines without a GPU.
+/// f64-accumulating CPU twins of every [`Ndimage`](crate::ndimage::Ndimage) operation, with
+/// the same arguments and errors, returning unrounded f64 results: the tests' oracle.
 pub mod reference {
-    pub use crate::conv1d::reference::{convolve1d, correlate1d};
-    pub use crate::conv2d::reference::{convolve2d, correlate2d};
-    pub use crate::gaussian::gaussian_filter;
-
-    /// CPU twins of the [`Ndimage`](crate::ndimage::Ndimage) operations, with the same
-    /// arguments, returning unrounded f64 results.
-    pub mod ndimage {
-        pub use crate::ndimage::reference::*;
-    }
+    pub use crate::ndimage::reference::*;
 }

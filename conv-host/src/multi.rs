@@ -4,23 +4,20 @@
 //! input and its boundary rows as one GPU's call does, so every boundary mode gives the same
 //! result as one GPU, element for element.
 
-use crate::conv1d::Conv1dOptions;
-use crate::conv2d::{Conv2dOptions, ImageDim};
 use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, try_filled};
-use ndarray::{Array, Array1, ArrayBase, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2};
+use ndarray::{ArrayViewMut, Axis, Dimension};
 use std::ops::Range;
 
-/// Engines over several GPUs (all of the host's by default) that split each host call between
-/// them. Device arrays stay per engine: use [`MultiEngine::engines`] for them.
+/// Engines over several GPUs (all of the host's by default) that split host calls between
+/// them ([`MultiEngine::ndimage`]). Device arrays stay on their GPU's engine.
 ///
 /// ```no_run
-/// use conv_host::{Conv2dOptions, MultiEngine, masks};
+/// use conv_host::{MultiEngine, masks, ndimage::NdOptions};
 /// let gpus = MultiEngine::new()?;                  // every GPU of the host
 /// let image = ndarray::Array2::<f32>::ones((16384, 16384));
-/// let blurred = gpus.correlate2d(&image, &masks::box2d(5, 5)?, &Conv2dOptions::default())?;
+/// let blurred = gpus.ndimage().correlate(&image, &masks::box2d(5, 5)?, &NdOptions::default())?;
 /// # Ok::<(), conv_host::ConvError>(())
 /// ```
 #[derive(Debug)]
@@ -69,143 +66,23 @@ impl MultiEngine {
         &self.engines
     }
 
-    /// [`Engine::correlate2d`] split over the GPUs by rows.
+    /// The first engine on the GPU of `ordinal`.
     ///
     /// # Errors
-    /// As [`Engine::correlate2d`], each GPU's error as [`ConvError::OnDevice`].
-    pub fn correlate2d<S, M, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real> + Sync,
-        D: ImageDim,
-    {
-        try_filled(image.raw_dim(), |output| {
-            self.correlate2d_into(image, mask, options, output)
-        })
-    }
-
-    /// [`Engine::correlate2d_into`] split over the GPUs by rows.
-    ///
-    /// # Errors
-    /// As [`MultiEngine::correlate2d`], and [`Engine::correlate2d_into`]'s.
-    pub fn correlate2d_into<S, M, O, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real> + Sync,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: ImageDim,
-    {
-        self.filter2d(image, mask, options, false, output)
-    }
-
-    /// [`Engine::convolve2d`] split over the GPUs by rows.
-    ///
-    /// # Errors
-    /// As [`MultiEngine::correlate2d`].
-    pub fn convolve2d<S, M, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real> + Sync,
-        D: ImageDim,
-    {
-        try_filled(image.raw_dim(), |output| {
-            self.filter2d(image, mask, options, true, output)
-        })
-    }
-
-    /// [`Engine::correlate1d`] split over the GPUs by elements.
-    ///
-    /// # Errors
-    /// As [`Engine::correlate1d`], each GPU's error as [`ConvError::OnDevice`].
-    pub fn correlate1d<S, M>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-    ) -> Result<Array1<S::Elem>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real> + Sync,
-    {
-        self.filter1d(input, mask, options, false)
-    }
-
-    /// [`Engine::convolve1d`] split over the GPUs by elements.
-    ///
-    /// # Errors
-    /// As [`MultiEngine::correlate1d`].
-    pub fn convolve1d<S, M>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-    ) -> Result<Array1<S::Elem>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real> + Sync,
-    {
-        self.filter1d(input, mask, options, true)
-    }
-
-    fn filter2d<S, M, O, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-        flip: bool,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real> + Sync,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: ImageDim,
-    {
-        check_output(image, &output)?;
-        let image = image.view();
-        self.run_parts(output, |engine, part, output| {
-            engine.filter2d_part(image.view(), (mask, options, flip), part, output)
-        })
-    }
-
-    fn filter1d<S, M>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-        flip: bool,
-    ) -> Result<Array1<S::Elem>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real> + Sync,
-    {
-        let input = input.view();
-        try_filled(input.raw_dim(), |output| {
-            self.run_parts(output, |engine, part, output| {
-                engine.filter1d_part(input.view(), (mask, options, flip), part, output)
+    /// [`ConvError::DeviceMismatch`] where none is.
+    pub(crate) fn engine_of(&self, ordinal: usize) -> Result<&Engine> {
+        self.engines
+            .iter()
+            .find(|engine| engine.device().ordinal == ordinal)
+            .ok_or(ConvError::DeviceMismatch {
+                engine: self.engines[0].device().ordinal,
+                array: ordinal,
             })
-        })
     }
 
     /// Splits `output` along its first axis into one part per engine and runs `work` on each,
     /// each on its own thread; returns the first part's error, as [`ConvError::OnDevice`].
-    fn run_parts<O, D>(
+    pub(crate) fn run_parts<O, D>(
         &self,
         mut output: ArrayViewMut<'_, O, D>,
         work: impl Fn(&Engine, Range<usize>, ArrayViewMut<'_, O, D>) -> Result<()> + Sync,

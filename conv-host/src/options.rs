@@ -81,8 +81,8 @@ impl FromStr for BoundaryMode {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Kernel {
     /// The library picks the kernel for the mask (its shape, and whether it is rank 1), the
-    /// image or signal size and the device; [`Engine::plan1d`](crate::Engine::plan1d) and
-    /// [`Engine::plan2d`](crate::Engine::plan2d) say which.
+    /// image or signal size and the device;
+    /// [`Ndimage::plan_correlate`](crate::ndimage::Ndimage::plan_correlate) says which.
     #[default]
     Auto,
     /// One thread per output, input and mask read from global memory.

@@ -1,5 +1,5 @@
-//! Host arrays in page-locked memory. The host calls (`correlate2d`, `correlate1d`, their
-//! `_into` forms and the other filters on the pipeline) copy arrays of this kind straight
+//! Host arrays in page-locked memory. The host calls of [`Ndimage`](crate::ndimage::Ndimage)
+//! (the `_into` forms, on the pipeline) copy arrays of this kind straight
 //! between their memory and the GPU: no packing into staging buffers before the upload and no
 //! unpacking after the download, the host work that bounds calls on ordinary (pageable)
 //! arrays.
@@ -22,13 +22,14 @@ use std::sync::Mutex;
 /// cross the host link often, and reuse them.
 ///
 /// ```no_run
-/// use conv_host::{masks, Conv2dOptions, Engine};
+/// use conv_host::{masks, Engine, ndimage::NdOptions};
 /// let engine = Engine::new()?;
 /// let mut image = engine.alloc_pinned::<f32, _>((4096, 4096))?;
 /// let mut blurred = engine.alloc_pinned::<f32, _>((4096, 4096))?;
 /// image.view_mut().fill(1.0); // or read into it
 /// let mask = masks::box2d(5, 5)?;
-/// engine.correlate2d_into(&image.view(), &mask, &Conv2dOptions::default(), blurred.view_mut())?;
+/// let options = NdOptions::default();
+/// engine.ndimage().correlate_into(&image.view(), &mask, &options, blurred.view_mut())?;
 /// # Ok::<(), conv_host::ConvError>(())
 /// ```
 pub struct PinnedArray<T: Element, D: Dimension> {

@@ -135,7 +135,7 @@ impl Engine {
     /// Benchmark support: the host's share of a host -> host call whose input and output are
     /// `input`'s size, timed without the GPU: bands of the pipeline's size packed into
     /// page-locked memory with the pipeline's copies, each while the band before is unpacked
-    /// into the output, on the thread pool, as [`Engine::correlate2d`] and the other host
+    /// into the output, on the thread pool, as the host
     /// calls do; into a new output each run (its pages faulted in by the unpacking) when
     /// `new_output`, else into one output reused. Milliseconds per run.
     ///

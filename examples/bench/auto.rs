@@ -4,9 +4,10 @@
 //! fastest named design's.
 
 use crate::cases::{Case1d, Case2d};
+use crate::cases::{design, image_mask, zero_border};
 use crate::report::Row;
 use crate::{Bench, random_vec};
-use conv_host::{Conv1dOptions, Conv2dOptions, Kernel};
+use conv_host::Kernel;
 use ndarray::{Array1, Array2, Array3};
 use std::fmt::Write as _;
 use std::path::Path;
@@ -71,11 +72,8 @@ impl Bench<'_> {
             for &taps in TAPS {
                 let mask = Array1::from(random_vec(&mut self.rng, taps));
                 for kernel in Kernel::EVERY {
-                    let options = Conv1dOptions {
-                        kernel,
-                        ..Default::default()
-                    };
-                    if self.engine.plan1d(n, taps, &options).is_err() {
+                    let options = zero_border(kernel, None);
+                    if design(self.engine, &[n], &mask, &options).is_err() {
                         continue;
                     }
                     let case = Case1d {
@@ -115,12 +113,9 @@ impl Bench<'_> {
                 let designs: Vec<_> = designs.chain(tiles).collect();
                 for (mask, family) in [(&general, "general"), (&rank_one, "rank1")] {
                     for &(kernel, tile) in &designs {
-                        let options = Conv2dOptions {
-                            kernel,
-                            tile,
-                            ..Default::default()
-                        };
-                        if self.engine.plan2d(mask, image.dim(), &options).is_err() {
+                        let options = zero_border(kernel, tile);
+                        let weights = image_mask(mask);
+                        if design(self.engine, image.shape(), &weights, &options).is_err() {
                             continue;
                         }
                         let case = Case2d {

@@ -5,15 +5,50 @@ use crate::ceilings::Ceilings;
 use crate::check::{check_1d, check_2d};
 use crate::report::Row;
 use crate::timing::measure;
-use conv_host::{Conv1dOptions, Conv2dOptions, Kernel, LaunchPlan};
-use ndarray::{Array1, Array2, Array3};
+use conv_host::ndimage::{NdOptions, Runs};
+use conv_host::{BoundaryMode, ConvError, Engine, Kernel, LaunchPlan};
+use ndarray::{Array1, Array2, Array3, Axis};
+
+/// The benchmark's options: the textbook's zero border, `kernel` and `tile`.
+pub(crate) fn zero_border(kernel: Kernel, tile: Option<(u32, u32)>) -> NdOptions {
+    NdOptions {
+        mode: BoundaryMode::Constant(0.0).into(),
+        kernel,
+        tile,
+        ..Default::default()
+    }
+}
+
+/// A 2D mask one channel deep, for images `H x W x C`.
+pub(crate) fn image_mask(mask: &Array2<f32>) -> Array3<f32> {
+    mask.clone().insert_axis(Axis(2))
+}
+
+/// The design a correlation of an input of `shape` with `weights` runs on.
+///
+/// # Errors
+/// The call's error, or [`ConvError::InvalidDesign`] where the N-D kernels run it.
+pub(crate) fn design<D: ndarray::Dimension>(
+    engine: &Engine,
+    shape: &[usize],
+    weights: &ndarray::Array<f32, D>,
+    options: &NdOptions,
+) -> Result<LaunchPlan, ConvError> {
+    match engine.ndimage().plan_correlate(shape, weights, options)? {
+        Runs::Design(plan) => Ok(plan),
+        _ => Err(ConvError::InvalidDesign {
+            kernel: options.kernel,
+            reason: "the benchmark's cases run on the designs",
+        }),
+    }
+}
 
 /// One 1D case to measure: a signal of `2^log2` elements.
 pub(crate) struct Case1d<'a> {
     pub(crate) input: &'a Array1<f32>,
     pub(crate) mask: &'a Array1<f32>,
     pub(crate) log2: u32,
-    pub(crate) options: Conv1dOptions,
+    pub(crate) options: NdOptions,
     pub(crate) cpu_ms: Option<f64>,
 }
 
@@ -22,10 +57,11 @@ impl Case1d<'_> {
     pub(crate) fn measure(&self, bench: &mut Bench<'_>) -> Result<Row, String> {
         let (input, mask, options) = (self.input, self.mask, &self.options);
         let (engine, (n, taps)) = (bench.engine, (input.len(), mask.len()));
-        let launch = engine.plan1d(n, taps, options).map_err(|e| e.to_string())?;
+        let launch = design(engine, &[n], mask, options).map_err(|e| e.to_string())?;
+        let nd = engine.ndimage();
         let (output, kernel_ms, end_to_end_ms) = measure(
-            |runs| engine.time_correlate1d(input, mask, options, runs),
-            || engine.correlate1d(input, mask, options).map(drop),
+            |runs| nd.time_correlate(input, mask, options, runs),
+            || nd.correlate(input, mask, options).map(drop),
         )?;
         let tile = launch.block.0;
         let measured = Measured {
@@ -50,7 +86,7 @@ impl Case1d<'_> {
 pub(crate) struct Case2d<'a> {
     pub(crate) image: &'a Array3<f32>,
     pub(crate) mask: &'a Array2<f32>,
-    pub(crate) options: Conv2dOptions,
+    pub(crate) options: NdOptions,
     pub(crate) cpu_ms: Option<f64>,
 }
 
@@ -58,13 +94,13 @@ impl Case2d<'_> {
     /// Times the case on `bench`'s engine and checks its output with `bench`'s generator.
     pub(crate) fn measure(&self, bench: &mut Bench<'_>) -> Result<Row, String> {
         let (image, mask, options) = (self.image, self.mask, &self.options);
-        let launch = bench
-            .engine
-            .plan2d(mask, image.dim(), options)
-            .map_err(|e| e.to_string())?;
+        let weights = image_mask(mask);
+        let launch =
+            design(bench.engine, image.shape(), &weights, options).map_err(|e| e.to_string())?;
+        let nd = bench.engine.ndimage();
         let (output, kernel_ms, end_to_end_ms) = measure(
-            |runs| bench.engine.time_correlate2d(image, mask, options, runs),
-            || bench.engine.correlate2d(image, mask, options).map(drop),
+            |runs| nd.time_correlate(image, &weights, options, runs),
+            || nd.correlate(image, &weights, options).map(drop),
         )?;
         let (side, channels) = (image.dim().0, image.dim().2);
         let mask_name = format!("{}x{}", mask.dim().0, mask.dim().1);

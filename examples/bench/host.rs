@@ -5,10 +5,11 @@
 //! and unpacking alone, without the GPU (the host's share, which bounds the call). Medians of
 //! `RUNS` timed calls after `WARMUP`; the output is spot-checked against an f64 computation.
 
+use crate::cases::{image_mask, zero_border};
 use crate::check::{check_1d, check_2d};
 use crate::timing::median;
 use crate::{Bench, random_vec};
-use conv_host::{Conv1dOptions, Conv2dOptions, Element, Engine};
+use conv_host::{Element, Engine, Kernel};
 use ndarray::{Array1, Array2, Array3, ArrayView1, Axis, Ix1};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -240,10 +241,11 @@ impl Bench<'_> {
         .map_err(|e| e.to_string())?;
         let mask = Array2::from_shape_vec((5, 5), random_vec(&mut self.rng, 25))
             .map_err(|e| e.to_string())?;
-        let options = Conv2dOptions::default();
+        let options = zero_border(Kernel::Auto, None);
         let fail = |e: conv_host::ConvError| format!("device chain: {e}");
-        let (_, kernel) = engine
-            .time_correlate2d(&image, &mask, &options, 20)
+        let nd = engine.ndimage();
+        let (_, kernel) = nd
+            .time_correlate(&image, &mask, &options, 20)
             .map_err(fail)?;
         let kernel = median(kernel);
         let mut a = engine.upload(&image).map_err(fail)?;
@@ -259,9 +261,7 @@ impl Bench<'_> {
                 } else {
                     (&b, &mut a)
                 };
-                engine
-                    .correlate2d_device(from, &mask, &options, to)
-                    .map_err(fail)?;
+                nd.correlate_into(from, &mask, &options, to).map_err(fail)?;
             }
             engine.synchronize().map_err(fail)?;
             if run >= WARMUP {
@@ -290,13 +290,14 @@ impl Bench<'_> {
         mask: &Array2<f32>,
     ) -> conv_host::Result<(f64, Vec<f32>, Vec<f32>)> {
         let engine = self.engine;
-        let options = Conv2dOptions::default();
+        let (nd, options) = (engine.ndimage(), zero_border(Kernel::Auto, None));
+        let weights = image_mask(mask);
         if case.pinned {
             let mut input = engine.alloc_pinned::<T, _>(image.raw_dim())?;
             input.view_mut().assign(image);
             let mut output = engine.alloc_pinned::<T, _>(image.raw_dim())?;
             let (_, times, kernel) = timed(engine, |_| {
-                engine.correlate2d_into(&input.view(), mask, &options, output.view_mut())
+                nd.correlate_into(&input.view(), &weights, &options, output.view_mut())
             })?;
             let error = check_2d(input.view(), mask, output.view(), &mut self.rng);
             return Ok((error, times, kernel));
@@ -304,10 +305,10 @@ impl Bench<'_> {
         let (output, times, kernel) = timed(engine, |previous: Option<Array3<T>>| match previous
             .filter(|_| case.into)
         {
-            Some(mut out) => engine
-                .correlate2d_into(image, mask, &options, out.view_mut())
+            Some(mut out) => nd
+                .correlate_into(image, &weights, &options, out.view_mut())
                 .map(|()| out),
-            None => engine.correlate2d(image, mask, &options),
+            None => nd.correlate(image, &weights, &options),
         })?;
         let error = check_2d(image.view(), mask, output.view(), &mut self.rng);
         Ok((error, times, kernel))
@@ -326,9 +327,9 @@ impl Bench<'_> {
         input.view_mut().assign(&ArrayView1::from(data));
         let mut output = engine.alloc_pinned::<f32, _>(Ix1(data.len()))?;
         let taps = mask.index_axis(Axis(0), 0).to_owned();
-        let options = Conv1dOptions::default();
+        let (nd, options) = (engine.ndimage(), zero_border(Kernel::Auto, None));
         let (_, times, kernel) = timed(engine, |_| {
-            engine.correlate1d_into(&input.view(), &taps, &options, output.view_mut())
+            nd.correlate1d_into(&input.view(), &taps, 0, &options, output.view_mut())
         })?;
         let error = check_1d(input.view(), taps.view(), output.view(), &mut self.rng);
         Ok((error, times, kernel))
@@ -355,9 +356,9 @@ impl Bench<'_> {
         } else if case.rows == 0 {
             let signal = Array1::from(data);
             let taps = mask.index_axis(Axis(0), 0).to_owned();
-            let options = Conv1dOptions::default();
+            let (nd, options) = (engine.ndimage(), zero_border(Kernel::Auto, None));
             let (output, times, kernel) =
-                timed(engine, |_| engine.correlate1d(&signal, &taps, &options)).map_err(failed)?;
+                timed(engine, |_| nd.correlate1d(&signal, &taps, 0, &options)).map_err(failed)?;
             let error = check_1d(signal.view(), taps.view(), output.view(), &mut self.rng);
             (error, times, kernel)
         } else {

@@ -8,8 +8,9 @@
 //! memory, every GPU at once (the slowest GPU's time per round).
 
 use crate::Bench;
+use crate::cases::zero_border;
 use crate::timing::median;
-use conv_host::{Conv2dOptions, MultiEngine};
+use conv_host::{Kernel, MultiEngine};
 use ndarray::Array2;
 use rand::Rng;
 use std::sync::Barrier;
@@ -27,7 +28,7 @@ impl Bench<'_> {
         let image =
             Array2::from_shape_simple_fn((SIDE, SIDE), || self.rng.random_range(-1.0f32..1.0));
         let mask = Array2::from_shape_simple_fn((5, 5), || self.rng.random_range(-1.0f32..1.0));
-        let options = Conv2dOptions::default();
+        let options = zero_border(Kernel::Auto, None);
         let copies = {
             let input = image.as_slice().ok_or("a standard-layout image")?;
             let times = self
@@ -60,7 +61,10 @@ impl Bench<'_> {
             let mut output = None;
             for run in 0..WARMUP + RUNS {
                 let start = Instant::now();
-                let out = multi.correlate2d(&image, &mask, &options).map_err(fail)?;
+                let out = multi
+                    .ndimage()
+                    .correlate(&image, &mask, &options)
+                    .map_err(fail)?;
                 if run >= WARMUP {
                     times.push(start.elapsed().as_secs_f32() * 1e3);
                 }
@@ -82,7 +86,8 @@ impl Bench<'_> {
                 let start = Instant::now();
                 let (input, output) = (pinned_input.view(), pinned_output.view_mut());
                 multi
-                    .correlate2d_into(&input, &mask, &options, output)
+                    .ndimage()
+                    .correlate_into(&input, &mask, &options, output)
                     .map_err(fail)?;
                 if run >= WARMUP {
                     pinned_times.push(start.elapsed().as_secs_f32() * 1e3);

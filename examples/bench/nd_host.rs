@@ -3,12 +3,13 @@
 //! one engine. Each output is checked on slabs at both ends of its first axis against the f64
 //! twin run on the slab (the rows a slab's halo leaves exact).
 
+use crate::cases::{image_mask, zero_border};
 use crate::host::{floor_ms, random_parallel, timed};
 use crate::timing::median;
 use crate::{Bench, random_vec};
 use conv_host::ndimage::NdOptions;
-use conv_host::reference::ndimage as cpu;
-use conv_host::{Conv2dOptions, Engine};
+use conv_host::reference as cpu;
+use conv_host::{Engine, Kernel};
 use ndarray::{Array2, Array3, ArrayD, ArrayViewD, Axis, IxDyn, Slice};
 use rand::Rng;
 use std::time::Instant;
@@ -191,7 +192,8 @@ impl Bench<'_> {
                 .map_err(|e| e.to_string())?;
         let mask = Array2::from_shape_vec((5, 5), random_vec(&mut self.rng, 25))
             .map_err(|e| e.to_string())?;
-        let options = Conv2dOptions::default();
+        let options = zero_border(Kernel::Auto, None);
+        let (nd, mask) = (engine.ndimage(), image_mask(&mask));
         let failed = |e: conv_host::ConvError| format!("threads: {e}");
         let ready = std::sync::Barrier::new(threads);
         let worker = || -> conv_host::Result<(Instant, Instant)> {
@@ -200,9 +202,9 @@ impl Bench<'_> {
             let mut output = engine.alloc_pinned::<f32, _>(image.raw_dim())?;
             let call = |input: &_, output: &mut conv_host::PinnedArray<f32, _>| {
                 if pinned {
-                    engine.correlate2d_into(input, &mask, &options, output.view_mut())
+                    nd.correlate_into(input, &mask, &options, output.view_mut())
                 } else {
-                    engine.correlate2d(&image, &mask, &options).map(drop)
+                    nd.correlate(&image, &mask, &options).map(drop)
                 }
             };
             for _ in 0..4 {

@@ -3,9 +3,10 @@
 
 use crate::args::Scope;
 use crate::cases::{Case1d, Case2d};
+use crate::cases::{design, image_mask, zero_border};
 use crate::timing::cpu_time;
 use crate::{Bench, random_vec};
-use conv_host::{Conv1dOptions, Conv2dOptions, Kernel, reference};
+use conv_host::{Kernel, reference};
 use ndarray::{Array1, Array2, Array3};
 
 impl Bench<'_> {
@@ -32,23 +33,17 @@ impl Bench<'_> {
             for &taps in masks {
                 let mask = Array1::from(random_vec(&mut self.rng, taps));
                 let cpu_ms = cpu_time(n * taps, || {
-                    let _ = reference::correlate1d(&input, &mask, &Conv1dOptions::default());
+                    let _ =
+                        reference::correlate1d(&input, &mask, 0, &zero_border(Kernel::Auto, None));
                 });
-                let register = Conv1dOptions {
-                    kernel: Kernel::RegisterTiled,
-                    ..Default::default()
-                };
-                let fixed = if self.engine.plan1d(n, taps, &register).is_ok() {
+                let register = zero_border(Kernel::RegisterTiled, None);
+                let fixed = if design(self.engine, &[n], &mask, &register).is_ok() {
                     &[Kernel::RegisterTiled][..]
                 } else {
                     &[]
                 };
                 for (kernel, tile) in variants(tiles, fixed) {
-                    let options = Conv1dOptions {
-                        kernel,
-                        tile,
-                        ..Default::default()
-                    };
+                    let options = zero_border(kernel, tile.map(|t| (t, 1)));
                     let case = Case1d {
                         input: &input,
                         mask: &mask,
@@ -113,26 +108,21 @@ impl Bench<'_> {
                 )
                 .expect("shape");
                 let cpu_ms = cpu_time(image.len() * mask.len(), || {
-                    let _ = reference::correlate2d(&image, &mask, &Conv2dOptions::default());
+                    let weights = image_mask(&mask);
+                    let _ =
+                        reference::correlate(&image, &weights, &zero_border(Kernel::Auto, None));
                 });
                 // The register-tiled designs (staged by the threads, and by tensor copies) where
                 // one was compiled for the case.
                 let fixed: Vec<Kernel> = [Kernel::RegisterTiled, Kernel::RegisterTiledTma]
                     .into_iter()
                     .filter(|&kernel| {
-                        let options = Conv2dOptions {
-                            kernel,
-                            ..Default::default()
-                        };
-                        self.engine.plan2d(&mask, image.dim(), &options).is_ok()
+                        let options = zero_border(kernel, None);
+                        design(self.engine, image.shape(), &image_mask(&mask), &options).is_ok()
                     })
                     .collect();
                 for (kernel, tile) in variants(tiles, &fixed) {
-                    let options = Conv2dOptions {
-                        kernel,
-                        tile,
-                        ..Default::default()
-                    };
+                    let options = zero_border(kernel, tile);
                     let case = Case2d {
                         image: &image,
                         mask: &mask,
@@ -169,15 +159,9 @@ impl Bench<'_> {
         let row = Array1::from(random_vec(&mut self.rng, shape.1));
         let rank_one = Array2::from_shape_fn(shape, |(i, j)| column[i] * row[j]);
         for kernel in [Kernel::Separable, Kernel::SeparableTma] {
-            let options = Conv2dOptions {
-                kernel,
-                ..Default::default()
-            };
+            let options = zero_border(kernel, None);
             if kernel == Kernel::SeparableTma
-                && self
-                    .engine
-                    .plan2d(&rank_one, image.dim(), &options)
-                    .is_err()
+                && design(self.engine, image.shape(), &image_mask(&rank_one), &options).is_err()
             {
                 continue;
             }

@@ -7,7 +7,8 @@
 
 use crate::Bench;
 use crate::timing::median;
-use conv_host::{BoundaryMode, Conv2dOptions, Element, Engine, bf16, f16};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, Element, Engine, bf16, f16};
 use ndarray::{Array2, Array3};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -95,8 +96,8 @@ impl Bench<'_> {
     fn type_case<T: Element>(&mut self, case: &TypeCase, tolerance: f64) -> Result<String, String> {
         let engine: &Engine = self.engine;
         let image = random_image::<T>(&mut self.rng, case.shape);
-        let options = Conv2dOptions {
-            mode: BoundaryMode::Constant(0.0),
+        let options = NdOptions {
+            mode: BoundaryMode::Constant(0.0).into(),
             ..Default::default()
         };
         let (name, mask) = match case.mask {
@@ -132,7 +133,8 @@ impl Bench<'_> {
         let input = engine.upload(&image).map_err(failed)?;
         let poison = Array3::from_elem(case.shape, T::from_f64(77.0));
         let mut output = engine.upload(&poison).map_err(failed)?;
-        let mut call = || engine.correlate2d_device(&input, &mask, &options, &mut output);
+        let (nd, weights) = (engine.ndimage(), mask.clone().insert_axis(ndarray::Axis(2)));
+        let mut call = || nd.correlate_into(&input, &weights, &options, &mut output);
         engine
             .time_device_calls(WARMUP, &mut call)
             .map_err(failed)?;

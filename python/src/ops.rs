@@ -83,6 +83,7 @@ impl Call {
             radius: self.radius.as_deref().map(per_axis),
             clamp: None,
             axes: self.axes,
+            ..NdOptions::default()
         };
         let weights = || -> PyResult<ArrayD<f64>> {
             let shape = self.weights_shape.clone().unwrap_or_default();

@@ -3,9 +3,8 @@
 #![allow(dead_code)]
 
 use approx::relative_eq;
-use conv_host::{
-    BoundaryMode, Conv1dOptions, Conv2dOptions, ConvError, Engine, ImageDim, reference,
-};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, ConvError, Engine, reference};
 use ndarray::{Array, Array1, ArrayView, ArrayView1, ArrayView2, Dimension, Ix1, OwnedRepr};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -35,7 +34,7 @@ pub fn engine() -> &'static Engine {
 pub fn assert_engine_works() {
     let x = ndarray::array![1.0f32, 2.0, 3.0, 4.0];
     let w = ndarray::array![1.0f32, 0.0, -1.0];
-    let got = engine().correlate1d(&x, &w, &Conv1dOptions::default());
+    let got = engine().ndimage().correlate1d(&x, &w, 0, &zero_border());
     assert_eq!(
         got.expect("the engine still works"),
         ndarray::array![-2.0, -2.0, -2.0, 3.0]
@@ -108,98 +107,158 @@ fn abs_mode(mode: BoundaryMode) -> BoundaryMode {
     }
 }
 
+/// SciPy's defaults with the textbook's zero border (`Constant(0.0)`) in place of `reflect`.
+pub fn zero_border() -> NdOptions {
+    NdOptions {
+        mode: BoundaryMode::Constant(0.0).into(),
+        ..Default::default()
+    }
+}
+
+/// A 2D mask for an image `H x W` (as it is) or `H x W x C` (with an axis of extent 1 for
+/// the channels), in the image's dimension type.
+pub fn image_mask<D: Dimension>(mask: ArrayView2<f32>, ndim: usize) -> Array<f32, D> {
+    let mask = match ndim {
+        3 => mask.insert_axis(ndarray::Axis(2)).into_dyn(),
+        _ => mask.into_dyn(),
+    };
+    mask.to_owned()
+        .into_dimensionality::<D>()
+        .expect("an image of 2 or 3 dimensions")
+}
+
+/// `options` of a 2D mask for an image of `ndim` dimensions: per-axis origins and modes of
+/// an `H x W x C` image gain the channel axis (origin 0, the columns' mode).
+pub fn image_options(options: &NdOptions, ndim: usize) -> NdOptions {
+    use conv_host::ndimage::PerAxis;
+    let mut options = options.clone();
+    if ndim == 3 {
+        if let PerAxis::Each(origins) = &mut options.origin
+            && origins.len() == 2
+        {
+            origins.push(0);
+        }
+        if let PerAxis::Each(modes) = &mut options.mode
+            && modes.len() == 2
+        {
+            modes.push(modes[1]);
+        }
+    }
+    options
+}
+
+/// The options with the absolute value of the constant and no clamp, for the magnitudes.
+fn abs_options(options: &NdOptions) -> NdOptions {
+    let mode = match &options.mode {
+        conv_host::ndimage::PerAxis::All(mode) => abs_mode(*mode).into(),
+        conv_host::ndimage::PerAxis::Each(modes) => modes
+            .iter()
+            .map(|&m| abs_mode(m))
+            .collect::<Vec<_>>()
+            .into(),
+    };
+    NdOptions {
+        mode,
+        clamp: None,
+        ..options.clone()
+    }
+}
+
 /// The values of one reference operation, `run(input, mask, options)`, and its magnitudes: the
-/// same operation over |input| and |mask| under `abs_options` (no clamp, |cval|).
-fn expected<D: Dimension, M: Dimension, O>(
+/// same operation over |input| and |mask| under [`abs_options`].
+fn expected<D: Dimension, M: Dimension>(
     input: ArrayView<f32, D>,
     mask: ArrayView<f32, M>,
-    options: &O,
-    abs_options: &O,
-    run: impl Fn(&Array<f32, D>, &Array<f32, M>, &O) -> Result<Array<f64, D>, ConvError>,
+    options: &NdOptions,
+    run: impl Fn(&Array<f32, D>, &Array<f32, M>, &NdOptions) -> Result<Array<f64, D>, ConvError>,
 ) -> Expected<D> {
-    let run = |input: &Array<f32, D>, mask: &Array<f32, M>, options: &O| {
+    let run = |input: &Array<f32, D>, mask: &Array<f32, M>, options: &NdOptions| {
         run(input, mask, options).expect("valid options")
     };
     Expected {
         values: run(&input.to_owned(), &mask.to_owned(), options),
-        magnitude: run(&input.mapv(f32::abs), &mask.mapv(f32::abs), abs_options),
+        magnitude: run(
+            &input.mapv(f32::abs),
+            &mask.mapv(f32::abs),
+            &abs_options(options),
+        ),
     }
 }
 
-/// The reference 1D correlation (or convolution) of `input` with `mask`.
+/// The reference 1D correlation (or convolution) of a signal with `mask`.
 pub fn expected1d(
     input: ArrayView1<f32>,
     mask: ArrayView1<f32>,
-    options: &Conv1dOptions,
+    options: &NdOptions,
     convolve: bool,
 ) -> Expected<Ix1> {
-    let abs_options = Conv1dOptions {
-        mode: abs_mode(options.mode),
-        clamp: None,
-        ..*options
-    };
     let run = if convolve {
-        reference::convolve1d::<OwnedRepr<f32>, OwnedRepr<f32>>
+        reference::convolve1d::<OwnedRepr<f32>, OwnedRepr<f32>, Ix1>
     } else {
         reference::correlate1d
     };
-    expected(input, mask, options, &abs_options, run)
+    expected(input, mask, options, |input, mask, options| {
+        run(input, mask, 0, options)
+    })
 }
 
-/// The reference 2D correlation (or convolution) of `image` with `mask`.
-pub fn expected2d<D: ImageDim>(
+/// The reference 2D correlation (or convolution) of an image `H x W` or `H x W x C` with
+/// `mask`.
+pub fn expected2d<D: Dimension>(
     image: ArrayView<f32, D>,
     mask: ArrayView2<f32>,
-    options: &Conv2dOptions,
+    options: &NdOptions,
     convolve: bool,
 ) -> Expected<D> {
-    let abs_options = Conv2dOptions {
-        mode: abs_mode(options.mode),
-        clamp: None,
-        ..*options
-    };
+    let mask = image_mask::<D>(mask, image.ndim());
+    let options = &image_options(options, image.ndim());
     let run = if convolve {
-        reference::convolve2d::<OwnedRepr<f32>, OwnedRepr<f32>, D>
+        reference::convolve::<OwnedRepr<f32>, OwnedRepr<f32>, D>
     } else {
-        reference::correlate2d
+        reference::correlate
     };
-    expected(image, mask, options, &abs_options, run)
+    expected(image, mask.view(), options, run)
 }
 
-/// The GPU's 1D correlation (or convolution), through the public API.
+/// The GPU's 1D correlation (or convolution) of a signal, through the public API.
 pub fn gpu1d(
     input: ArrayView1<f32>,
     mask: ArrayView1<f32>,
-    options: &Conv1dOptions,
+    options: &NdOptions,
     convolve: bool,
 ) -> Result<Array1<f32>, ConvError> {
+    let nd = engine().ndimage();
     if convolve {
-        engine().convolve1d(&input, &mask, options)
+        nd.convolve1d(&input, &mask, 0, options)
     } else {
-        engine().correlate1d(&input, &mask, options)
+        nd.correlate1d(&input, &mask, 0, options)
     }
 }
 
-/// The GPU's 2D correlation (or convolution), through the public API.
-pub fn gpu2d<D: ImageDim>(
+/// The GPU's 2D correlation (or convolution) of an image `H x W` or `H x W x C`, through the
+/// public API.
+pub fn gpu2d<D: Dimension>(
     image: ArrayView<f32, D>,
     mask: ArrayView2<f32>,
-    options: &Conv2dOptions,
+    options: &NdOptions,
     convolve: bool,
 ) -> Result<Array<f32, D>, ConvError> {
+    let mask = image_mask::<D>(mask, image.ndim());
+    let options = &image_options(options, image.ndim());
+    let nd = engine().ndimage();
     if convolve {
-        engine().convolve2d(&image, &mask, options)
+        nd.convolve(&image, &mask, options)
     } else {
-        engine().correlate2d(&image, &mask, options)
+        nd.correlate(&image, &mask, options)
     }
 }
 
 /// Runs the GPU's 2D correlation (or convolution) and checks it against the reference, naming
 /// the case `what` in a failure.
-pub fn check_gpu2d<D: ImageDim>(
+pub fn check_gpu2d<D: Dimension>(
     image: ArrayView<f32, D>,
     mask: ArrayView2<f32>,
-    options: &Conv2dOptions,
+    options: &NdOptions,
     convolve: bool,
     what: &str,
 ) {

@@ -7,7 +7,7 @@ use super::all_modes;
 use super::elements::{Random, check, random_array};
 use super::random_origin;
 use conv_host::ndimage::{NdOptions, Ndimage, PerAxis};
-use conv_host::reference::ndimage as cpu;
+use conv_host::reference as cpu;
 use conv_host::{BoundaryMode, Clamp, Element, bf16, f16};
 use ndarray::{Array1, ArrayD, IxDyn};
 use rand::Rng;

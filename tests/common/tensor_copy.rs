@@ -3,7 +3,8 @@
 
 use super::images::random_array3;
 use super::{check_gpu2d, engine, random_origin};
-use conv_host::{Clamp, Conv2dOptions, Kernel};
+use conv_host::ndimage::NdOptions;
+use conv_host::{Clamp, Kernel};
 use ndarray::{Array2, Axis, s};
 use rand::Rng;
 use rand::rngs::StdRng;
@@ -24,11 +25,11 @@ pub fn check_tensor_copies(
     (h, w): (usize, usize),
 ) {
     let convolve = rng.random_bool(0.5);
-    let options = Conv2dOptions {
-        origin: [random_origin(rng, mask.nrows(), convolve), 0],
+    let options = NdOptions {
+        origin: [random_origin(rng, mask.nrows(), convolve), 0].into(),
         kernel,
         clamp: rng.random_bool(0.25).then_some(Clamp { lo: -0.1, hi: 0.2 }),
-        ..Default::default()
+        ..super::zero_border()
     };
     let what = format!(
         "tensor copies {kernel} {:?} c{channels} {h}x{w} {options:?} convolve {convolve}",

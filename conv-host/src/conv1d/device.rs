@@ -2,7 +2,7 @@
 //! device signal into another, without a host copy or a wait.
 
 use super::{Conv1dOptions, enqueue1d, orient};
-use crate::device_array::DeviceArray;
+use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::Element;
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
@@ -11,64 +11,26 @@ use crate::plan::Launch;
 use ndarray::{ArrayBase, Data, Ix1};
 
 impl Engine {
-    /// [`Engine::correlate1d`] from one device signal into another of the same length (and
-    /// any element type of the same `Real` type), enqueued on the engine's stream as
-    /// [`Engine::correlate2d_device`] is.
-    ///
-    /// # Errors
-    /// As [`Engine::correlate1d`] for the mask and options, [`ConvError::ShapeMismatch`],
-    /// [`ConvError::DeviceMismatch`]. A kernel fault shows at the next wait.
-    pub fn correlate1d_device<T, M, O>(
+    /// Correlates (or, with `flip`, convolves) the 1D device array `input` with `mask` into
+    /// `output`, enqueued on the engine's stream.
+    pub(crate) fn filter1d_device<T, M, O, D>(
         &self,
-        input: &DeviceArray<Ix1, T>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-        output: &mut DeviceArray<Ix1, O>,
-    ) -> Result<()>
-    where
-        T: Element,
-        M: Data<Elem = T::Real>,
-        O: Element<Real = T::Real>,
-    {
-        self.filter1d_device(input, mask, options, false, output)
-    }
-
-    /// [`Engine::convolve1d`] on device signals, as [`Engine::correlate1d_device`].
-    ///
-    /// # Errors
-    /// As [`Engine::correlate1d_device`].
-    pub fn convolve1d_device<T, M, O>(
-        &self,
-        input: &DeviceArray<Ix1, T>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-        output: &mut DeviceArray<Ix1, O>,
-    ) -> Result<()>
-    where
-        T: Element,
-        M: Data<Elem = T::Real>,
-        O: Element<Real = T::Real>,
-    {
-        self.filter1d_device(input, mask, options, true, output)
-    }
-
-    fn filter1d_device<T, M, O>(
-        &self,
-        input: &DeviceArray<Ix1, T>,
+        input: &DeviceArray<D, T>,
         mask: &ArrayBase<M, Ix1>,
         options: &Conv1dOptions,
         flip: bool,
-        output: &mut DeviceArray<Ix1, O>,
+        output: &mut DeviceArray<D, O>,
     ) -> Result<()>
     where
         T: Element,
         M: Data<Elem = T::Real>,
         O: Element<Real = T::Real>,
+        D: DeviceDim,
     {
         self.check_pair(input, output)?;
         let taps = orient(&row_major(mask), options.origin, flip)?;
         let len = input.len();
-        let plan = self.plan1d_real::<T::Real>(len, taps.values.len(), options)?;
+        let plan = self.plan_signal::<T::Real>(len, taps.values.len(), options)?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if len == 0 {
             return Ok(());

@@ -15,7 +15,7 @@ use crate::device::DeviceInfo;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, row_major, try_filled};
+use crate::layout::row_major;
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
@@ -23,7 +23,7 @@ use crate::session::Session;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
 };
-use ndarray::{Array1, ArrayBase, ArrayView1, ArrayViewMut1, Data, Ix1};
+use ndarray::{ArrayBase, ArrayView1, ArrayViewMut1, Data, Ix1};
 use std::sync::Arc;
 
 // SAFETY: `Conv1dParams` is `repr(C)`, `Copy`, and made of plain integers and floats, exactly as
@@ -77,9 +77,9 @@ fn plan(
         kernel,
         Kernel::Separable | Kernel::SeparableTma | Kernel::RegisterTiledTma
     ) {
-        return Err(ConvError::InvalidLaunch {
-            kernel: "conv1d",
-            reason: format!("Kernel::{kernel:?} applies to 2D masks"),
+        return Err(ConvError::InvalidDesign {
+            kernel,
+            reason: "it runs 2D images, not 1D signals",
         });
     }
     if kernel == Kernel::RegisterTiled
@@ -91,132 +91,27 @@ fn plan(
 }
 
 impl Engine {
-    /// The kernel, tile and shared memory a 1D call on a signal of `len` elements with a mask
-    /// of `mask_len` taps and these options would use, or the error it would return (`Auto`'s
-    /// choice depends on both lengths: short signals, which would leave most SMs idle under the
-    /// register-tiled kernel, run on a textbook kernel).
-    ///
-    /// ```no_run
-    /// use conv_host::{Conv1dOptions, Engine};
-    /// let engine = Engine::new()?;
-    /// let plan = engine.plan1d(1 << 24, 31, &Conv1dOptions::default())?;
-    /// println!("{} with {} threads per block", plan.kernel, plan.block.0);
-    /// # Ok::<(), conv_host::ConvError>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Engine::correlate1d`], for the mask length and options.
-    pub fn plan1d(
-        &self,
-        len: usize,
-        mask_len: usize,
-        options: &Conv1dOptions,
-    ) -> Result<LaunchPlan> {
-        plan(self.device(), (len, mask_len), options.kernel, options.tile)
-    }
-
-    /// 1D correlation on the GPU: `out[i] = sum_j mask[j] * in[i + j - mask.len() / 2 - origin]`,
-    /// ghost cells by `options.mode`. Accepts any 1D array or view (strided, reversed).
-    ///
-    /// # Errors
-    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`],
-    /// [`ConvError::InvalidLaunch`] for a tile the device cannot run, [`ConvError::OutOfMemory`],
-    /// [`ConvError::Driver`]. An empty input gives an empty output.
-    pub fn correlate1d<S, M>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-    ) -> Result<Array1<S::Elem>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-    {
-        try_filled(ndarray::Ix1(input.len()), |output| {
-            self.filter1d(input, mask, options, false, output)
-        })
-    }
-
-    /// [`Engine::correlate1d`] into a caller's array view of the input's length.
-    ///
-    /// # Errors
-    /// As [`Engine::correlate1d`], plus [`ConvError::ShapeMismatch`] and
-    /// [`ConvError::OverlappingOutput`].
-    pub fn correlate1d_into<S, M, O>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-        output: ArrayViewMut1<'_, O>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-    {
-        self.filter1d(input, mask, options, false, output)
-    }
-
-    /// 1D convolution on the GPU: correlation with the flipped mask, as
-    /// `scipy.ndimage.convolve1d` (including its origin rule for even-length masks).
-    ///
-    /// # Errors
-    /// As [`Engine::correlate1d`].
-    pub fn convolve1d<S, M>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-    ) -> Result<Array1<S::Elem>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-    {
-        try_filled(ndarray::Ix1(input.len()), |output| {
-            self.filter1d(input, mask, options, true, output)
-        })
-    }
-
-    /// [`Engine::convolve1d`] into a caller's array view of the input's length.
-    ///
-    /// # Errors
-    /// As [`Engine::correlate1d_into`].
-    pub fn convolve1d_into<S, M, O>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-        output: ArrayViewMut1<'_, O>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-    {
-        self.filter1d(input, mask, options, true, output)
-    }
-
-    /// Benchmark support (cargo feature `bench`): the correlation of [`Engine::correlate1d`], with the kernel run
+    /// Benchmark support (cargo feature `bench`): a 1D design's correlation, with the kernel run
     /// `runs` times on the same device buffers. Returns the output and each run's kernel time in
     /// milliseconds (CUDA events); the output buffer is poisoned with NaN once, before the runs.
     ///
     /// # Errors
-    /// As [`Engine::correlate1d`].
+    /// As the call.
     #[cfg(feature = "bench")]
-    pub fn time_correlate1d<S, T>(
+    pub(crate) fn time_correlate1d<S, T>(
         &self,
         input: &ArrayBase<S, Ix1>,
         mask: &ArrayBase<T, Ix1>,
         options: &Conv1dOptions,
         runs: usize,
-    ) -> Result<(Array1<f32>, Vec<f32>)>
+    ) -> Result<(ndarray::Array1<f32>, Vec<f32>)>
     where
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
     {
         let mut output = crate::layout::try_zeros(ndarray::Ix1(input.len()))?;
         let taps = orient(&row_major(mask), options.origin, false)?;
-        let plan = self.plan1d(input.len(), taps.values.len(), options)?;
+        let plan = self.plan_signal::<f32>(input.len(), taps.values.len(), options)?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if input.is_empty() {
             return Ok((output, Vec::new()));
@@ -238,7 +133,7 @@ impl Engine {
 
     /// The plan of a mask of `mask_len` taps of the real type `R` on a signal of `len`
     /// elements: every design for `f32`, the textbook designs for `f64`.
-    fn plan1d_real<R: Real>(
+    pub(crate) fn plan_signal<R: Real>(
         &self,
         len: usize,
         mask_len: usize,
@@ -247,26 +142,8 @@ impl Engine {
         if R::NAME == f64::NAME {
             textbook::plan_f64(self.device(), mask_len, options.kernel, options.tile)
         } else {
-            self.plan1d(len, mask_len, options)
+            plan(self.device(), (len, mask_len), options.kernel, options.tile)
         }
-    }
-
-    /// Filters a host signal of any element type into `output` through the pipeline.
-    fn filter1d<S, M, O>(
-        &self,
-        input: &ArrayBase<S, Ix1>,
-        mask: &ArrayBase<M, Ix1>,
-        options: &Conv1dOptions,
-        flip: bool,
-        output: ArrayViewMut1<'_, O>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-    {
-        check_output(input, &output)?;
-        self.filter1d_part(input.view(), (mask, options, flip), 0..input.len(), output)
     }
 
     /// Filters the elements `part` of a host signal into `output`, a view of those elements
@@ -285,7 +162,7 @@ impl Engine {
         O: Element<Real = I::Real>,
     {
         let taps = orient(&row_major(mask), options.origin, flip)?;
-        let plan = self.plan1d_real::<I::Real>(input.len(), taps.values.len(), options)?;
+        let plan = self.plan_signal::<I::Real>(input.len(), taps.values.len(), options)?;
         let launch = Launch::new(&plan, options.mode, options.clamp)?;
         if input.is_empty() || part.is_empty() {
             return Ok(());

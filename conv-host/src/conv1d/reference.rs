@@ -4,13 +4,7 @@
 //! apart from the kernels' (same rule: whole periods, then one reflection); the comparisons
 //! with SciPy check both.
 
-use super::{Conv1dOptions, orient};
-use crate::element::Element;
-use crate::error::Result;
-use crate::layout::row_major;
-use crate::options::{BoundaryMode, clamp_bounds};
-use ndarray::{Array1, ArrayBase, Data, Ix1};
-use rayon::prelude::*;
+use crate::options::BoundaryMode;
 
 /// The input index that stands at `index` when a line of `len >= 1` elements is extended by
 /// `mode`, or `None` where the mode supplies its constant; `index` may lie anywhere.
@@ -58,72 +52,4 @@ pub(crate) fn clamp_output(sum: f64, (lo, hi): (f32, f32)) -> f64 {
     } else {
         sum
     }
-}
-
-fn filter1d<S, T>(
-    input: &ArrayBase<S, Ix1>,
-    mask: &ArrayBase<T, Ix1>,
-    options: &Conv1dOptions,
-    flip: bool,
-) -> Result<Array1<f64>>
-where
-    S: Data<Elem: Element>,
-    T: Data<Elem = <S::Elem as Element>::Real>,
-{
-    let taps = orient(&row_major(mask), options.origin, flip)?;
-    let bounds = clamp_bounds(options.clamp)?;
-    let cval = ghost_value(options.mode);
-    let line: Vec<f64> = input.iter().map(|&v| v.to_f64()).collect();
-    let weights: Vec<f64> = taps.values.iter().map(|&v| v.to_f64()).collect();
-    // Outputs on the rayon pool: every one is the same serial f64 sum, whichever thread.
-    let out: Vec<f64> = (0..line.len() as i64)
-        .into_par_iter()
-        .map(|i| {
-            let first = i - taps.left as i64;
-            let sum: f64 = weights
-                .iter()
-                .enumerate()
-                .map(|(j, w)| {
-                    let source = fold(first + j as i64, line.len(), options.mode);
-                    w * source.map_or(cval, |k| line[k])
-                })
-                .sum();
-            clamp_output(sum, bounds)
-        })
-        .collect();
-    Ok(Array1::from(out))
-}
-
-/// CPU twin of [`crate::Engine::correlate1d`] for every element type, accumulating in f64 and
-/// returning the unrounded sums. `options.kernel` and `options.tile` are ignored.
-///
-/// # Errors
-/// The option errors of the GPU call ([`crate::ConvError::EmptyMask`],
-/// [`crate::ConvError::InvalidOrigin`], [`crate::ConvError::InvalidClamp`]).
-pub fn correlate1d<S, T>(
-    input: &ArrayBase<S, Ix1>,
-    mask: &ArrayBase<T, Ix1>,
-    options: &Conv1dOptions,
-) -> Result<Array1<f64>>
-where
-    S: Data<Elem: Element>,
-    T: Data<Elem = <S::Elem as Element>::Real>,
-{
-    filter1d(input, mask, options, false)
-}
-
-/// CPU twin of [`crate::Engine::convolve1d`], accumulating in f64.
-///
-/// # Errors
-/// As [`correlate1d`].
-pub fn convolve1d<S, T>(
-    input: &ArrayBase<S, Ix1>,
-    mask: &ArrayBase<T, Ix1>,
-    options: &Conv1dOptions,
-) -> Result<Array1<f64>>
-where
-    S: Data<Elem: Element>,
-    T: Data<Elem = <S::Elem as Element>::Real>,
-{
-    filter1d(input, mask, options, true)
 }

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::options::Kernel;
 use crate::plan::{EntryPoints, LaunchPlan, check_block, has_f64_kernels};
 
-/// Threads per block when [`Conv1dOptions::tile`](crate::Conv1dOptions::tile) is `None`.
+/// Threads per block when the options' tile is `None`.
 pub const DEFAULT_TILE_1D: u32 = 256;
 
 const ENTRY_POINTS: EntryPoints = EntryPoints {

@@ -55,13 +55,12 @@ use crate::device_array::DeviceDim;
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
-use crate::layout::{check_output, try_filled};
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan};
 use cudarc::driver::DeviceRepr;
 use launch::ImageShape;
-use ndarray::{Array, ArrayBase, ArrayView, ArrayViewMut, Data, Ix2, Ix3, s};
+use ndarray::{ArrayBase, ArrayView, ArrayViewMut, Data, Ix2, Ix3, s};
 use std::any::Any;
 
 // SAFETY: `Conv2dParams` is `repr(C)`, `Copy`, plain integers and floats, declared identically
@@ -141,35 +140,6 @@ pub(crate) fn orient2d<R: Real, T: Data<Elem = R>>(
 }
 
 impl Engine {
-    /// The kernel, block, output tile and shared memory that [`Engine::correlate2d`] with this
-    /// mask and options would use on an image of `(height, width, channels)`, or the error it
-    /// would return. `Auto`'s choice depends on all three: the mask's values (separable masks
-    /// run as two passes) and the image's size (small images, which would leave most SMs idle
-    /// under the wide register-tiled kernel, run on the tiled one).
-    ///
-    /// ```no_run
-    /// use conv_host::{Conv2dOptions, Engine};
-    /// let engine = Engine::new()?;
-    /// let general = ndarray::Array2::from_shape_fn((15, 15), |(i, j)| (i * 15 + j) as f32);
-    /// let small = engine.plan2d(&general, (128, 128, 1), &Conv2dOptions::default())?;
-    /// let large = engine.plan2d(&general, (4096, 4096, 1), &Conv2dOptions::default())?;
-    /// // On an H100: the tiled kernel at 128^2, the wide register-tiled one at 4096^2.
-    /// println!("{} / {}", small.kernel, large.kernel);
-    /// # Ok::<(), conv_host::ConvError>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`Engine::correlate2d`], for the mask and options.
-    pub fn plan2d<T: Data<Elem = f32>>(
-        &self,
-        mask: &ArrayBase<T, Ix2>,
-        (height, width, channels): (usize, usize, usize),
-        options: &Conv2dOptions,
-    ) -> Result<LaunchPlan> {
-        let mask = orient2d(mask, options.origin, false)?;
-        self.plan_oriented(&mask, (height, width, channels), options, false)
-    }
-
     fn plan_oriented(
         &self,
         mask: &Mask2d,
@@ -186,116 +156,20 @@ impl Engine {
         )
     }
 
-    /// 2D correlation on the GPU: `out[y, x, c] = sum_{i,j} mask[i, j] *
-    /// in[y + i - rows/2 - origin[0], x + j - cols/2 - origin[1], c]`, ghost cells by
-    /// `options.mode`. Takes `H x W` or interleaved `H x W x C` arrays of any layout.
-    ///
-    /// ```no_run
-    /// use conv_host::{Conv2dOptions, Engine, BoundaryMode};
-    /// let engine = Engine::new()?;
-    /// let rgb = ndarray::Array3::<f32>::ones((480, 640, 3));
-    /// let box3 = ndarray::Array2::from_elem((3, 3), 1.0 / 9.0);
-    /// let options = Conv2dOptions { mode: BoundaryMode::Nearest, ..Default::default() };
-    /// let blurred = engine.correlate2d(&rgb, &box3, &options)?;
-    /// # Ok::<(), conv_host::ConvError>(())
-    /// ```
-    ///
-    /// # Errors
-    /// [`ConvError::EmptyMask`], [`ConvError::InvalidOrigin`], [`ConvError::InvalidClamp`],
-    /// [`ConvError::InvalidLaunch`], [`ConvError::OutOfMemory`], [`ConvError::Driver`]. An empty
-    /// image (any side 0, zero channels included) gives an empty output.
-    pub fn correlate2d<S, M, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        D: ImageDim,
-    {
-        try_filled(image.raw_dim(), |output| {
-            self.filter2d(image, mask, options, false, output)
-        })
-    }
-
-    /// [`Engine::correlate2d`] into a caller's view of the image's shape.
-    ///
-    /// # Errors
-    /// As [`Engine::correlate2d`], plus [`ConvError::ShapeMismatch`] and
-    /// [`ConvError::OverlappingOutput`].
-    pub fn correlate2d_into<S, M, O, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: ImageDim,
-    {
-        self.filter2d(image, mask, options, false, output)
-    }
-
-    /// 2D convolution on the GPU: correlation with the mask flipped on both axes, as
-    /// `scipy.ndimage.convolve`.
-    ///
-    /// # Errors
-    /// As [`Engine::correlate2d`].
-    pub fn convolve2d<S, M, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-    ) -> Result<Array<S::Elem, D>>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        D: ImageDim,
-    {
-        try_filled(image.raw_dim(), |output| {
-            self.filter2d(image, mask, options, true, output)
-        })
-    }
-
-    /// [`Engine::convolve2d`] into a caller's view of the image's shape.
-    ///
-    /// # Errors
-    /// As [`Engine::correlate2d_into`].
-    pub fn convolve2d_into<S, M, O, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: ImageDim,
-    {
-        self.filter2d(image, mask, options, true, output)
-    }
-
-    /// Benchmark support (cargo feature `bench`): the correlation of [`Engine::correlate2d`], with the kernel run
+    /// Benchmark support (cargo feature `bench`): a 2D design's correlation, with the kernel run
     /// `runs` times on the same device buffers. Returns the output and each run's kernel time in
     /// milliseconds (CUDA events); the output buffer is poisoned with NaN once, before the runs.
     ///
     /// # Errors
-    /// As [`Engine::correlate2d`].
+    /// As the call.
     #[cfg(feature = "bench")]
-    pub fn time_correlate2d<S, T, D>(
+    pub(crate) fn time_correlate2d<S, T, D>(
         &self,
         image: &ArrayBase<S, D>,
         mask: &ArrayBase<T, Ix2>,
         options: &Conv2dOptions,
         runs: usize,
-    ) -> Result<(Array<f32, D>, Vec<f32>)>
+    ) -> Result<(ndarray::Array<f32, D>, Vec<f32>)>
     where
         S: Data<Elem = f32>,
         T: Data<Elem = f32>,
@@ -327,6 +201,18 @@ impl Engine {
         let times = self.launch2d(&packed, shape, &mask, (launch, runs.max(1)), &mut result)?;
         crate::layout::unpack_pitched(&result, pitch, output.view_mut());
         Ok((output, times))
+    }
+
+    /// The plan of `mask` (in correlation order) on an image of `(height, width, channels)`
+    /// of `f32` (or `f64` for `R = f64`) in and out.
+    pub(crate) fn plan_image<R: Real>(
+        &self,
+        mask: &ndarray::Array2<R>,
+        image: (usize, usize, usize),
+        options: &Conv2dOptions,
+    ) -> Result<LaunchPlan> {
+        let mask = orient2d(mask, options.origin, false)?;
+        self.plan2d_real(&mask, image, options, false)
     }
 
     /// The plan of an oriented mask of the real type `R` on an image of `(height, width,
@@ -382,26 +268,6 @@ impl Engine {
             })?;
         }
         Ok((mask, plan))
-    }
-
-    /// Filters a host image of any element type into `output` through the pipeline.
-    pub(crate) fn filter2d<S, M, O, D>(
-        &self,
-        image: &ArrayBase<S, D>,
-        mask: &ArrayBase<M, Ix2>,
-        options: &Conv2dOptions,
-        flip: bool,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        M: Data<Elem = <S::Elem as Element>::Real>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: ImageDim,
-    {
-        check_output(image, &output)?;
-        let rows = image.len_of(ndarray::Axis(0));
-        self.filter2d_part(image.view(), (mask, options, flip), 0..rows, output)
     }
 
     /// Filters the rows `part` of a host image into `output`, a view of those rows (checked by

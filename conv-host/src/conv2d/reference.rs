@@ -51,39 +51,3 @@ where
         });
     Ok(Array::from_shape_vec(image.raw_dim(), out).expect("one output per input element"))
 }
-
-/// CPU twin of [`crate::Engine::correlate2d`] for every element type, accumulating in f64 and
-/// returning the unrounded sums ([`Element::from_f64`] gives what the GPU stores in an output
-/// type). `options.kernel` and `options.tile` are ignored.
-///
-/// # Errors
-/// The option errors of the GPU call.
-pub fn correlate2d<S, T, D>(
-    image: &ArrayBase<S, D>,
-    mask: &ArrayBase<T, Ix2>,
-    options: &Conv2dOptions,
-) -> Result<Array<f64, D>>
-where
-    S: Data<Elem: Element>,
-    T: Data<Elem = <S::Elem as Element>::Real>,
-    D: ImageDim,
-{
-    filter2d(image, mask, options, false)
-}
-
-/// CPU twin of [`crate::Engine::convolve2d`], accumulating in f64.
-///
-/// # Errors
-/// As [`correlate2d`].
-pub fn convolve2d<S, T, D>(
-    image: &ArrayBase<S, D>,
-    mask: &ArrayBase<T, Ix2>,
-    options: &Conv2dOptions,
-) -> Result<Array<f64, D>>
-where
-    S: Data<Elem: Element>,
-    T: Data<Elem = <S::Elem as Element>::Real>,
-    D: ImageDim,
-{
-    filter2d(image, mask, options, true)
-}

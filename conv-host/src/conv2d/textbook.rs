@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::options::Kernel;
 use crate::plan::{EntryPoints, LaunchPlan, check_block, has_f64_kernels};
 
-/// Threads per block (x along a row, y down the rows) when [`Conv2dOptions::tile`] is `None`.
+/// Threads per block (x along a row, y down the rows) when the options' tile is `None`.
 pub const DEFAULT_TILE_2D: (u32, u32) = (32, 8);
 
 /// Default block of the textbook tiled kernel, which covers the input tile (output tile plus

@@ -13,7 +13,7 @@ use crate::conv2d::{Conv2dOptions, factor, orient2d};
 use crate::element::{Element, Real};
 use crate::error::Result;
 use crate::layout::check_output;
-use crate::ndimage::{Dense, Filter, Ndimage, Terms};
+use crate::ndimage::{Dense, Filter, Terms};
 use crate::options::clamp_bounds;
 use ndarray::{Array2, ArrayBase, ArrayView, ArrayViewMut, Data, Dimension, Zip};
 use std::borrow::Cow;
@@ -32,13 +32,6 @@ use stencil::{Stencil, correlate};
 /// ```
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Cpu;
-
-impl Cpu {
-    /// The N-D operations with `scipy.ndimage`'s names, on this machine's cores.
-    pub fn ndimage(&self) -> Ndimage<'_> {
-        Ndimage::on_cpu(self)
-    }
-}
 
 impl std::fmt::Display for Cpu {
     /// What runs: `cpu (16 threads, AVX2 and FMA)`.

@@ -136,13 +136,15 @@ impl Engine {
 }
 
 impl Engine {
-    /// Correlates (or, with `flip`, convolves) the 2D device array `input` into `output` with
-    /// the 2D designs, which read rows on 128-byte boundaries: a contiguous array of rows
-    /// off those boundaries goes through padded temporaries.
+    /// Correlates (or, with `flip`, convolves) the device array `input`, an image of
+    /// `channels` interleaved channels (`H x W` or `H x W x C`), into `output` with the 2D
+    /// designs, which read rows on 128-byte boundaries: a contiguous array of rows off those
+    /// boundaries goes through padded temporaries.
     pub(crate) fn plane_device<T, O, D>(
         &self,
         input: &DeviceArray<D, T>,
         work: (&Array2<T::Real>, &Conv2dOptions, bool),
+        channels: usize,
         output: &mut DeviceArray<D, O>,
     ) -> Result<()>
     where
@@ -152,12 +154,13 @@ impl Engine {
     {
         self.check_pair(input, output)?;
         let (height, width) = (input.shape()[0], input.shape()[1]);
-        if input.pitch == Ix2::pitch(width) || input.is_empty() {
-            return self.image2d_device(input, (height, width, 1), work, output);
+        let (image, row_len) = ((height, width, channels), width * channels);
+        if input.pitch == Ix2::pitch(row_len) || input.is_empty() {
+            return self.image2d_device(input, image, work, output);
         }
-        let mut padded_input = self.alloc_device::<T, _>(Ix2(height, width))?;
-        let mut padded_output = self.alloc_device::<O, _>(Ix2(height, width))?;
-        let rows_of = |size: usize| (height, width * size, padded_input.pitch * size);
+        let mut padded_input = self.alloc_device::<T, _>(Ix2(height, row_len))?;
+        let mut padded_output = self.alloc_device::<O, _>(Ix2(height, row_len))?;
+        let rows_of = |size: usize| (height, row_len * size, padded_input.pitch * size);
         let stream = &self.stream;
         let input_rows = rows_of(size_of::<T>());
         copy_device_rows(
@@ -167,7 +170,6 @@ impl Engine {
             input_rows,
             false,
         )?;
-        let image = (height, width, 1);
         self.image2d_device(&padded_input, image, work, &mut padded_output)?;
         let output_rows = rows_of(size_of::<O>());
         copy_device_rows(

@@ -3,7 +3,7 @@
 //! and convolution of 1D to 3D data (volumes, batches of images, channels last), and the
 //! separable filter family (Gaussian with derivatives, uniform, Sobel, Prewitt, Laplace and
 //! their Gaussian forms). Reach it through [`Engine::ndimage`]; the f64 CPU twins are in
-//! [`reference::ndimage`](crate::reference::ndimage).
+//! [`reference`](crate::reference).
 //!
 //! ```no_run
 //! use conv_host::{BoundaryMode, Engine, ndimage::NdOptions};
@@ -30,23 +30,26 @@
 
 mod bands;
 mod dense;
+mod design;
 mod device;
 mod filters;
 mod operands;
 pub(crate) mod reference;
+mod run;
 
 use crate::cpu::Cpu;
-use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::try_filled;
-use crate::options::{BoundaryMode, Clamp};
-use bands::NdWork;
+use crate::multi::MultiEngine;
+use crate::options::{BoundaryMode, Clamp, Kernel};
 pub(crate) use dense::Dense;
+use design::Design;
+pub use design::Runs;
 pub(crate) use device::{UNCLAMPED, term_finish};
 pub(crate) use filters::{Filter, Terms};
-use ndarray::{Array, ArrayBase, ArrayViewMut, Data, Dimension, Ix1, Ix2};
+use ndarray::{Array, ArrayBase, Data, Dimension, Ix1};
 pub use operands::Operands;
 use operands::sealed::{Planned, Run as _};
 
@@ -106,6 +109,25 @@ pub struct NdOptions {
     /// and the mask's dimensions then go with these axes, in this order. `None`: every axis.
     /// An image `H x W x C` filtered per channel is `Some(vec![0, 1])`.
     pub axes: Option<Vec<isize>>,
+    /// The GPU design of `correlate`, `convolve`, `correlate1d` and `convolve1d` on a 1D
+    /// signal or a 2D image (`H x W`, or `H x W x C` of up to 4 channels with the mask along the
+    /// first two axes): one of the seeds' designs, or `Auto`'s choice
+    /// ([`Ndimage::plan_correlate`] says which). Other calls on the GPU take `Auto` only; the
+    /// CPU backend has one design and ignores it.
+    pub kernel: Kernel,
+    /// Threads per block `(x, y)` of that design, `x` along a row, `y` down the rows (1 for a
+    /// signal); `None`: the design's own.
+    pub tile: Option<(u32, u32)>,
+}
+
+impl NdOptions {
+    /// The design options.
+    fn design(&self) -> Design {
+        Design {
+            kernel: self.kernel,
+            tile: self.tile,
+        }
+    }
 }
 
 impl Default for NdOptions {
@@ -117,6 +139,8 @@ impl Default for NdOptions {
             radius: None,
             clamp: None,
             axes: None,
+            kernel: Kernel::Auto,
+            tile: None,
         }
     }
 }
@@ -131,6 +155,7 @@ pub struct Ndimage<'e> {
 #[derive(Clone, Copy, Debug)]
 enum RunsOn<'e> {
     Gpu(&'e Engine),
+    Multi(&'e MultiEngine),
     Cpu,
 }
 
@@ -143,9 +168,21 @@ impl Engine {
     }
 }
 
-impl Ndimage<'_> {
-    /// The operations of the CPU backend.
-    pub(crate) fn on_cpu(_cpu: &Cpu) -> Ndimage<'_> {
+impl MultiEngine {
+    /// The N-D operations with `scipy.ndimage`'s names, on these GPUs: correlations of 1D
+    /// signals and 2D images split into one part per GPU (contiguous rows, or elements of a
+    /// signal), each with its halo; the other calls on the first GPU; device arrays on the
+    /// engine of their GPU.
+    pub fn ndimage(&self) -> Ndimage<'_> {
+        Ndimage {
+            runs_on: RunsOn::Multi(self),
+        }
+    }
+}
+
+impl Cpu {
+    /// The N-D operations with `scipy.ndimage`'s names, on this machine's cores.
+    pub fn ndimage(&self) -> Ndimage<'static> {
         Ndimage {
             runs_on: RunsOn::Cpu,
         }
@@ -305,7 +342,7 @@ macro_rules! engine_methods {
             D: Dimension,
         {
             let plan = ($build)(input.shape(), options)?;
-            try_filled(input.raw_dim(), |output| self.dense(input, plan, output))
+            try_filled(input.raw_dim(), |output| self.dense(input, Planned(plan, options.design()), output))
         }
 
         #[doc = concat!("[`Ndimage::", stringify!($name), "`] into a caller's output: a host view of the input's shape, or a device array for a device input (see [`Operands`]), of any element type of the same `Real` type (a `u8` image into `f32`, say).")]
@@ -325,7 +362,7 @@ macro_rules! engine_methods {
         {
             let operands = (input, output);
             let plan = ($build)(operands.shape(), options)?;
-            operands.run(self, Planned(plan))
+            operands.run(self, Planned(plan, options.design()))
         }
     };
 }
@@ -336,113 +373,6 @@ impl Ndimage<'_> {
     separable_operations!(engine_methods);
 
     weighted_operations!(engine_methods);
-
-    /// Runs a planned correlation with a mask on the GPU or the CPU.
-    fn dense<S, O, D>(
-        &self,
-        input: &ArrayBase<S, D>,
-        plan: Dense,
-        output: ArrayViewMut<'_, O, D>,
-    ) -> Result<()>
-    where
-        S: Data<Elem: Element>,
-        O: Element<Real = <S::Elem as Element>::Real>,
-        D: Dimension,
-    {
-        let engine = match self.runs_on {
-            RunsOn::Gpu(engine) => engine,
-            RunsOn::Cpu => return crate::cpu::run(input, &plan, output),
-        };
-        match plan {
-            Dense::Line(filter) => engine.filter_nd(input, NdWork::Filter(&filter), output),
-            Dense::Plane {
-                mask,
-                options,
-                flip,
-            } => {
-                let mask = mask.mapv(<S::Elem as Element>::Real::from_f64);
-                let input = input
-                    .view()
-                    .into_dimensionality::<Ix2>()
-                    .map_err(ndim_error(input.ndim()))?;
-                let output = output
-                    .into_dimensionality::<Ix2>()
-                    .map_err(ndim_error(input.ndim()))?;
-                engine.filter2d(&input, &mask, &options, flip, output)
-            }
-            Dense::Volume {
-                shape,
-                mask,
-                mode,
-                clamp,
-            } => {
-                let work = NdWork::Volume {
-                    mask: &mask,
-                    mode,
-                    clamp,
-                    channels: shape[3],
-                };
-                engine.filter_nd(input, work, output)
-            }
-        }
-    }
-}
-
-impl Ndimage<'_> {
-    /// Enqueues a planned correlation with a mask from one device array into another.
-    fn dense_device<T, O, D>(
-        &self,
-        input: &DeviceArray<D, T>,
-        plan: Dense,
-        output: &mut DeviceArray<D, O>,
-    ) -> Result<()>
-    where
-        T: Element,
-        O: Element<Real = T::Real>,
-        D: DeviceDim,
-    {
-        let RunsOn::Gpu(engine) = self.runs_on else {
-            return Err(ConvError::DeviceArrayOnCpu);
-        };
-        let shape = input.shape().to_vec();
-        match plan {
-            Dense::Line(filter) => {
-                if let Some(native) = device::native_image::<T, O>(&shape, &filter) {
-                    let mask = native.mask.mapv(T::Real::from_f64);
-                    let work = (&mask, &native.options, false);
-                    return engine.image2d_device(input, native.image, work, output);
-                }
-                engine.on_device_arrays(input, output, |session, source, target| {
-                    NdWork::Filter(&filter).enqueue::<T::Real>(session, &shape, source, target)
-                })
-            }
-            Dense::Plane {
-                mask,
-                options,
-                flip,
-            } => {
-                let mask = mask.mapv(T::Real::from_f64);
-                let work = (&mask, &options, flip);
-                engine.plane_device(input, work, output)
-            }
-            Dense::Volume {
-                shape: volume,
-                mask,
-                mode,
-                clamp,
-            } => {
-                let work = NdWork::Volume {
-                    mask: &mask,
-                    mode,
-                    clamp,
-                    channels: volume[3],
-                };
-                engine.on_device_arrays(input, output, |session, source, target| {
-                    work.enqueue::<T::Real>(session, &shape, source, target)
-                })
-            }
-        }
-    }
 }
 
 /// The error of a view of `ndim` dimensions, which the plan checked, failing to convert to

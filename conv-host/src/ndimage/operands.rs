@@ -4,6 +4,7 @@
 
 use super::Ndimage;
 use super::dense::Dense;
+use super::design::Design;
 use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::Element;
 use crate::error::Result;
@@ -29,10 +30,10 @@ impl<T: sealed::Run> Operands for T {
 }
 
 pub(crate) mod sealed {
-    use super::{Dense, Ndimage, Result};
+    use super::{Dense, Design, Ndimage, Result};
 
-    /// A plan made for the operands' shape.
-    pub struct Planned(pub(crate) Dense);
+    /// A plan made for the operands' shape, and the design options.
+    pub struct Planned(pub(crate) Dense, pub(crate) Design);
 
     /// The operands' shape and how a plan runs on them.
     pub trait Run {
@@ -58,7 +59,7 @@ where
     }
 
     fn run(self, nd: &Ndimage<'_>, plan: sealed::Planned) -> Result<()> {
-        nd.dense(self.0, plan.0, self.1)
+        nd.dense(self.0, plan, self.1)
     }
 }
 
@@ -75,6 +76,6 @@ where
     }
 
     fn run(self, nd: &Ndimage<'_>, plan: sealed::Planned) -> Result<()> {
-        nd.dense_device(self.0, plan.0, self.1)
+        nd.dense_device(self.0, plan, self.1)
     }
 }
