@@ -27,11 +27,6 @@ fn convolve1d<S: Data<Elem = f32>, M: Data<Elem = f32>>(
     reference::convolve1d(input, weights, 0, options)
 }
 
-/// The old `Conv1dOptions::default()`: zero ghost cells (not SciPy's reflect).
-fn zero_ghosts() -> NdOptions {
-    zero_border()
-}
-
 fn with_mode(mode: BoundaryMode) -> NdOptions {
     NdOptions {
         mode: mode.into(),
@@ -45,7 +40,7 @@ fn textbook_figure_7_3_and_blog_example() {
     // The blog post's full output O = [22, 38, 57, 76, 95, 90, 74].
     let n = array![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0];
     let m = array![3.0f32, 4.0, 5.0, 4.0, 3.0];
-    let p = correlate1d(&n, &m, &zero_ghosts()).unwrap();
+    let p = correlate1d(&n, &m, &zero_border()).unwrap();
     assert_eq!(p[1], 38.0);
     assert_eq!(p, array![22.0, 38.0, 57.0, 76.0, 95.0, 90.0, 74.0]);
 }
@@ -61,7 +56,7 @@ fn textbook_exercise_2() {
     let n = array![4.0f32, 1.0, 3.0, 2.0, 3.0];
     let m = array![2.0f32, 1.0, 4.0];
     assert_eq!(
-        correlate1d(&n, &m, &zero_ghosts()).unwrap(),
+        correlate1d(&n, &m, &zero_border()).unwrap(),
         array![8.0, 21.0, 13.0, 20.0, 7.0]
     );
 }
@@ -227,7 +222,7 @@ fn invalid_origins_are_typed_errors() {
 fn empty_mask_and_bad_clamp_are_errors_empty_input_is_empty() {
     let x = array![1.0f32, 2.0];
     assert!(matches!(
-        correlate1d(&x, &Array1::<f32>::zeros(0), &zero_ghosts()),
+        correlate1d(&x, &Array1::<f32>::zeros(0), &zero_border()),
         Err(ConvError::EmptyMask)
     ));
     let clamp = NdOptions {
@@ -250,7 +245,7 @@ fn empty_mask_and_bad_clamp_are_errors_empty_input_is_empty() {
         Err(ConvError::InvalidClamp { .. })
     ));
     assert_eq!(
-        correlate1d(&Array1::<f32>::zeros(0), &array![1.0f32], &zero_ghosts())
+        correlate1d(&Array1::<f32>::zeros(0), &array![1.0f32], &zero_border())
             .unwrap()
             .len(),
         0

@@ -16,7 +16,7 @@ use rand::Rng;
 const TILES: [u32; 5] = [1, 32, 33, 256, 1024];
 
 /// The design a correlation of a signal of `len` elements with a mask of `mask_len` taps runs
-/// on (the old `Engine::plan1d`; a 1D design's choice depends on the lengths only).
+/// on (a 1D design's choice depends on the lengths only).
 fn plan1d(len: usize, mask_len: usize, options: &NdOptions) -> LaunchPlan {
     let mask = Array1::<f32>::ones(mask_len);
     match engine().ndimage().plan_correlate(&[len], &mask, options) {

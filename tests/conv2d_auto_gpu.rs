@@ -6,34 +6,12 @@
 
 mod common;
 
+use common::image_design;
 use common::images::{random_array3, random_mask, random_separable_mask};
-use common::{
-    all_modes, check_gpu2d, engine, image_mask, image_options, random_origin, rng, zero_border,
-};
-use conv_host::ndimage::{NdOptions, Runs};
-use conv_host::{Kernel, LaunchPlan};
-use ndarray::{Array2, Ix3};
+use common::{all_modes, check_gpu2d, engine, random_origin, rng, zero_border};
+use conv_host::Kernel;
+use conv_host::ndimage::NdOptions;
 use rand::Rng;
-
-/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
-/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
-fn plan2d(
-    mask: &Array2<f32>,
-    (h, w, c): (usize, usize, usize),
-    options: &NdOptions,
-) -> conv_host::Result<LaunchPlan> {
-    let nd = engine().ndimage();
-    let runs = if c == 1 {
-        nd.plan_correlate(&[h, w], mask, options)?
-    } else {
-        let mask = image_mask::<Ix3>(mask.view(), 3);
-        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
-    };
-    match runs {
-        Runs::Design(plan) => Ok(plan),
-        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
-    }
-}
 
 /// Small images leave the wide register-tiled kernel too few blocks, and the general separable
 /// kernel too little work: `Auto` runs them on the tiled kernel (whose default block keeps a
@@ -53,7 +31,7 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
             let under = side_for(30_000 * sms) - 2;
             let over = side_for(30_000 * sms) + 2;
             let plan = |side: usize| {
-                plan2d(&mask, (side, side, channels), &zero_border())
+                image_design(&mask, (side, side, channels), &zero_border())
                     .unwrap()
                     .kernel
             };
@@ -83,7 +61,7 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
     for (rows, cols) in [(15, 15), (31, 31), (5, 11), (21, 9)] {
         for channels in [1, 3, 4] {
             let mask = random_mask(&mut rng, (rows, cols));
-            let large = plan2d(&mask, (4096, 4096, channels), &zero_border()).unwrap();
+            let large = image_design(&mask, (4096, 4096, channels), &zero_border()).unwrap();
             assert_eq!(
                 large.kernel,
                 Kernel::RegisterTiled,
@@ -94,7 +72,7 @@ fn auto_runs_wide_masks_on_small_images_with_the_tiled_kernel() {
             let (tile_w, tile_h) = (large.output_tile.0 as usize, large.output_tile.1 as usize);
             let strips = (64 * channels).div_ceil(tile_w);
             let height = (sms / 5 / strips).max(1) * tile_h - 3;
-            let small = plan2d(&mask, (height, 64, channels), &zero_border()).unwrap();
+            let small = image_design(&mask, (height, 64, channels), &zero_border()).unwrap();
             assert_eq!(
                 small.kernel,
                 Kernel::Tiled,

@@ -31,11 +31,6 @@ fn convolve2d<S: Data<Elem = f32>, D: Dimension>(
     reference::convolve(image, &mask, &image_options(options, ndim))
 }
 
-/// The old `Conv2dOptions::default()`: zero ghost cells (not SciPy's reflect).
-fn zero_ghosts() -> NdOptions {
-    zero_border()
-}
-
 fn with_mode(mode: BoundaryMode) -> NdOptions {
     NdOptions {
         mode: mode.into(),
@@ -134,7 +129,7 @@ fn course_report_5x5_box_counts_neighbours() {
     let out = correlate2d(
         &Array2::<f32>::ones((7, 7)),
         &Array2::<f32>::ones((5, 5)),
-        &zero_ghosts(),
+        &zero_border(),
     )
     .unwrap();
     assert_eq!(out[[0, 0]], 9.0);
@@ -205,7 +200,7 @@ fn mask_larger_than_image_and_degenerate_shapes() {
     );
     // Constant: only the centre tap lands inside.
     assert_eq!(
-        correlate2d(&one, &Array2::ones((3, 3)), &zero_ghosts()).unwrap()[[0, 0]],
+        correlate2d(&one, &Array2::ones((3, 3)), &zero_border()).unwrap()[[0, 0]],
         2.0
     );
     // Zero channels or zero rows: a defined, empty result.
@@ -213,7 +208,7 @@ fn mask_larger_than_image_and_degenerate_shapes() {
         correlate2d(
             &Array3::<f32>::zeros((4, 4, 0)),
             &Array2::ones((3, 3)),
-            &zero_ghosts()
+            &zero_border()
         )
         .unwrap()
         .len(),
@@ -223,7 +218,7 @@ fn mask_larger_than_image_and_degenerate_shapes() {
         correlate2d(
             &Array2::<f32>::zeros((0, 4)),
             &Array2::ones((3, 3)),
-            &zero_ghosts()
+            &zero_border()
         )
         .unwrap()
         .len(),
@@ -235,7 +230,7 @@ fn mask_larger_than_image_and_degenerate_shapes() {
 fn option_errors() {
     let image = image_3x4();
     assert!(matches!(
-        correlate2d(&image, &Array2::<f32>::zeros((0, 3)), &zero_ghosts()),
+        correlate2d(&image, &Array2::<f32>::zeros((0, 3)), &zero_border()),
         Err(ConvError::EmptyMask)
     ));
     let bad = NdOptions {

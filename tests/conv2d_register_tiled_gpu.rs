@@ -6,36 +6,13 @@
 
 mod common;
 
+use common::image_design;
 use common::images::{random_array3, random_mask};
 use common::tensor_copy::{check_tensor_copies, has_tensor_copies};
-use common::{
-    all_modes, check_gpu2d, engine, gpu1d, gpu2d, image_mask, image_options, random_origin, rng,
-    zero_border,
-};
-use conv_host::ndimage::{NdOptions, Runs};
-use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, LaunchPlan};
-use ndarray::{Array2, Ix3};
+use common::{all_modes, check_gpu2d, engine, gpu1d, gpu2d, random_origin, rng, zero_border};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, Clamp, ConvError, Kernel};
 use rand::Rng;
-
-/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
-/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
-fn plan2d(
-    mask: &Array2<f32>,
-    (h, w, c): (usize, usize, usize),
-    options: &NdOptions,
-) -> conv_host::Result<LaunchPlan> {
-    let nd = engine().ndimage();
-    let runs = if c == 1 {
-        nd.plan_correlate(&[h, w], mask, options)?
-    } else {
-        let mask = image_mask::<Ix3>(mask.view(), 3);
-        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
-    };
-    match runs {
-        Runs::Design(plan) => Ok(plan),
-        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
-    }
-}
 
 /// Small images through every register-tiled family (the streaming design, the wide design at
 /// one and several blocks per row, every channel count): the case list the sanitizers run.
@@ -111,7 +88,7 @@ fn register_tiled_kernels_match_the_reference() {
     ];
     for (rows, cols) in masks {
         for channels in [1, 3, 4] {
-            let plan = plan2d(
+            let plan = image_design(
                 &random_mask(&mut rng, (rows, cols)),
                 (4096, 4096, channels),
                 &zero_border(),
@@ -214,10 +191,10 @@ fn register_tiled_kernels_match_the_reference() {
     for shape in [(16, 16), (31, 30), (9, 33), (140, 31)] {
         let mask = random_mask(&mut rng, shape);
         assert!(matches!(
-            plan2d(&mask, (64, 64, 1), &odd),
+            image_design(&mask, (64, 64, 1), &odd),
             Err(ConvError::InvalidLaunch { .. })
         ));
-        let auto = plan2d(&mask, (64, 64, 1), &zero_border());
+        let auto = image_design(&mask, (64, 64, 1), &zero_border());
         assert_eq!(
             auto.unwrap().kernel,
             Kernel::Tiled,
@@ -244,7 +221,7 @@ fn register_tiled_kernels_match_the_reference() {
         Err(ConvError::InvalidLaunch { .. })
     ));
     assert_ne!(
-        plan2d(&random_mask(&mut rng, (4, 6)), (64, 64, 1), &zero_border())
+        image_design(&random_mask(&mut rng, (4, 6)), (64, 64, 1), &zero_border())
             .unwrap()
             .kernel,
         Kernel::RegisterTiled
@@ -262,7 +239,7 @@ fn register_tiled_kernels_match_the_reference() {
         kernel: Kernel::RegisterTiled,
         ..zero_border()
     };
-    let streaming = plan2d(&random_mask(&mut rng, (5, 5)), (64, 64, 1), &forced)
+    let streaming = image_design(&random_mask(&mut rng, (5, 5)), (64, 64, 1), &forced)
         .unwrap()
         .entry_point;
     let device = engine().device();

@@ -9,12 +9,13 @@ mod common;
 use common::images::{SEPARABLE_IMAGES, random_array3, random_separable_mask};
 use common::tensor_copy::{check_tensor_copies, has_tensor_copies};
 use common::{
-    all_modes, assert_close, check_gpu2d, engine, expected2d, gpu2d, image_mask, image_options,
-    random_origin, rng, zero_border,
+    all_modes, assert_close, check_gpu2d, engine, expected2d, gpu2d, random_origin, rng,
+    zero_border,
 };
+use common::{image_design, image_runs};
 use conv_host::ndimage::{NdOptions, Runs};
-use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, LaunchPlan, reference};
-use ndarray::{Array2, Axis, Ix3, s};
+use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, reference};
+use ndarray::{Array2, Axis, s};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -22,38 +23,7 @@ use rand::rngs::StdRng;
 /// which takes `Kernel::Auto` and no tile (naming a design or a tile is `InvalidDesign`).
 const MAX_DESIGN_CHANNELS: usize = 4;
 
-/// What a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D `mask`
-/// runs on, or the error it would return.
-fn plan_runs(
-    mask: &Array2<f32>,
-    (h, w, c): (usize, usize, usize),
-    options: &NdOptions,
-) -> conv_host::Result<Runs> {
-    let nd = engine().ndimage();
-    if c == 1 {
-        nd.plan_correlate(&[h, w], mask, options)
-    } else {
-        let mask = image_mask::<Ix3>(mask.view(), 3);
-        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))
-    }
-}
-
-/// The design a correlation of an image `h x w x c` (`h x w` for one channel, `c` up to
-/// [`MAX_DESIGN_CHANNELS`]) with a 2D `mask` runs on, or the error it would return (the old
-/// `Engine::plan2d`).
-fn plan2d(
-    mask: &Array2<f32>,
-    shape: (usize, usize, usize),
-    options: &NdOptions,
-) -> conv_host::Result<LaunchPlan> {
-    match plan_runs(mask, shape, options)? {
-        Runs::Design(plan) => Ok(plan),
-        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
-    }
-}
-
-/// The options of the old `gaussian_filter(image, sigma, truncate, options)`: `options`'s
-/// mode, this truncate.
+/// `options` with this `truncate`.
 fn gaussian_options(options: &NdOptions, truncate: f64) -> NdOptions {
     NdOptions {
         truncate,
@@ -155,7 +125,7 @@ fn separable_kernels_match_the_reference() {
     for &shape in &masks {
         for channels in [1, 2, 3, 4, 5] {
             let mask = random_separable_mask(&mut rng, shape);
-            let runs_on = plan_runs(&mask, (4096, 4096, channels), &zero_border()).unwrap();
+            let runs_on = image_runs(&mask, (4096, 4096, channels), &zero_border()).unwrap();
             // Past the designs' channels, Auto runs the image on the 3D kernel.
             if channels > MAX_DESIGN_CHANNELS {
                 assert_eq!(
@@ -258,7 +228,7 @@ fn separable_kernels_match_the_reference() {
     // that leaves the engine usable.
     let mut nearly = random_separable_mask(&mut rng, (5, 5));
     nearly[[2, 3]] += 1e-3;
-    let auto = plan2d(&nearly, (64, 64, 1), &zero_border()).unwrap();
+    let auto = image_design(&nearly, (64, 64, 1), &zero_border()).unwrap();
     assert_ne!(auto.kernel, Kernel::Separable);
     let named = NdOptions {
         kernel: Kernel::Separable,

@@ -6,32 +6,13 @@
 
 mod common;
 
+use common::image_design;
 use common::images::{SEPARABLE_IMAGES, random_array3, random_mask, random_separable_mask};
 use common::tensor_copy::{check_tensor_copies, has_tensor_copies};
-use common::{engine, gpu2d, image_mask, image_options, rng, zero_border};
-use conv_host::ndimage::{NdOptions, Runs};
-use conv_host::{BoundaryMode, ConvError, Kernel, LaunchPlan};
-use ndarray::{Array2, Axis, Ix3};
-
-/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
-/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
-fn plan2d(
-    mask: &Array2<f32>,
-    (h, w, c): (usize, usize, usize),
-    options: &NdOptions,
-) -> conv_host::Result<LaunchPlan> {
-    let nd = engine().ndimage();
-    let runs = if c == 1 {
-        nd.plan_correlate(&[h, w], mask, options)?
-    } else {
-        let mask = image_mask::<Ix3>(mask.view(), 3);
-        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
-    };
-    match runs {
-        Runs::Design(plan) => Ok(plan),
-        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
-    }
-}
+use common::{gpu2d, rng, zero_border};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, ConvError, Kernel};
+use ndarray::{Array2, Axis};
 
 /// On a GPU without tensor copies: whether naming the design `named` for `mask` over `image`
 /// is a typed error after which the engine still works (it must be); `false` where the GPU
@@ -101,7 +82,7 @@ fn check_refusals(
             ..zero_border()
         },
     ] {
-        let plan = plan2d(mask, (4096, 4096, 1), &options).unwrap();
+        let plan = image_design(mask, (4096, 4096, 1), &options).unwrap();
         assert_eq!(plan.kernel, fallback, "{options:?}");
     }
 }
@@ -129,7 +110,7 @@ fn tensor_copy_kernels_match_the_reference() {
         let mask = random_separable_mask(&mut rng, (m, m));
         // Auto: tensor copies for every size up to 4096^2, from 11 x 11 on beyond.
         for (side, copies) in [(4096, true), (4097, m >= 11)] {
-            let auto = plan2d(&mask, (side, side, 1), &zero_border()).unwrap();
+            let auto = image_design(&mask, (side, side, 1), &zero_border()).unwrap();
             let expected = if copies {
                 Kernel::SeparableTma
             } else {
@@ -192,7 +173,7 @@ fn streaming_tensor_copy_kernels_match_the_reference() {
             // Auto: tensor copies from 7 x 7 on, and for 5 x 5 over several channels or on
             // images smaller than 1024^2 pixels.
             for side in [1023, 1024, 8192] {
-                let auto = plan2d(&mask, (side, side, channels), &zero_border()).unwrap();
+                let auto = image_design(&mask, (side, side, channels), &zero_border()).unwrap();
                 let copies = m >= 7 || (m == 5 && (channels > 1 || side < 1024));
                 let expected = if copies {
                     Kernel::RegisterTiledTma

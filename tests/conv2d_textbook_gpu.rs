@@ -6,38 +6,19 @@
 
 mod common;
 
+use common::image_design;
 use common::images::{random_array3, random_mask};
 use common::{
     all_modes, engine, expected2d, gpu2d, image_mask, image_options, random_origin, rng,
     zero_border,
 };
-use conv_host::ndimage::{NdOptions, Runs};
-use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, LaunchPlan, MASK_CAPACITY, reference};
+use conv_host::ndimage::NdOptions;
+use conv_host::{BoundaryMode, Clamp, ConvError, Kernel, MASK_CAPACITY, reference};
 use ndarray::{Array2, Array3, ArrayView, ArrayView2, Axis, Dimension, Ix3, array, s};
 use rand::Rng;
 use rand::rngs::StdRng;
 
 const TILES: [(u32, u32); 5] = [(8, 8), (16, 16), (32, 8), (32, 32), (7, 5)];
-
-/// The design a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D
-/// `mask` runs on, or the error it would return (the old `Engine::plan2d`).
-fn plan2d(
-    mask: &Array2<f32>,
-    (h, w, c): (usize, usize, usize),
-    options: &NdOptions,
-) -> conv_host::Result<LaunchPlan> {
-    let nd = engine().ndimage();
-    let runs = if c == 1 {
-        nd.plan_correlate(&[h, w], mask, options)?
-    } else {
-        let mask = image_mask::<Ix3>(mask.view(), 3);
-        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))?
-    };
-    match runs {
-        Runs::Design(plan) => Ok(plan),
-        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
-    }
-}
 
 /// Interleaved channels the designs take: an `H x W x C` image of more runs on the 3D kernel,
 /// which takes `Kernel::Auto` and no tile (naming a design or a tile is `InvalidDesign`).
@@ -289,7 +270,7 @@ fn masks_beyond_constant_memory_use_global_memory_kernels() {
     let shape = (65, 65);
     assert!(shape.0 * shape.1 > MASK_CAPACITY);
     let mask = random_mask(&mut rng, shape);
-    let plan = plan2d(&mask, (37, 53, 3), &zero_border()).unwrap();
+    let plan = image_design(&mask, (37, 53, 3), &zero_border()).unwrap();
     assert!(!plan.mask_in_constant_memory);
     for mode in [BoundaryMode::Constant(0.25), BoundaryMode::Mirror] {
         let options = NdOptions {

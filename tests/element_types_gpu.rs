@@ -9,12 +9,14 @@ mod common;
 
 use common::elements::{Random, check, random_image};
 use common::tensor_copy::has_tensor_copies;
-use common::{all_modes, engine, image_options, random_origin, rng, zero_border};
+use common::{
+    all_modes, engine, image_correlate_into, image_options, random_origin, rng, zero_border,
+};
 use conv_host::ndimage::NdOptions;
 use conv_host::{
     BoundaryMode, Clamp, ConvError, DeviceArray, Element, Engine, Kernel, bf16, f16, reference,
 };
-use ndarray::{Array2, Array3, ArrayViewMut3, Axis, Ix3};
+use ndarray::{Array2, Array3, Axis, Ix3};
 use rand::Rng;
 use rand::rngs::StdRng;
 
@@ -27,8 +29,7 @@ fn channel_mask<R: Clone>(mask: &Array2<R>) -> Array3<R> {
     mask.view().insert_axis(Axis(2)).to_owned()
 }
 
-/// The 2D correlation (or convolution) of an `H x W x C` image with a 2D mask on `engine`
-/// (the old `Engine::correlate2d` / `convolve2d`).
+/// The 2D correlation (or convolution) of an `H x W x C` image with a 2D mask on `engine`.
 fn filter2d<T: Element>(
     engine: &Engine,
     image: &Array3<T>,
@@ -55,22 +56,7 @@ fn correlate2d<T: Element>(
     filter2d(engine, image, mask, options, false)
 }
 
-/// [`correlate2d`] into a caller's view (the old `Engine::correlate2d_into`).
-fn correlate2d_into<T: Element, O: Element<Real = T::Real>>(
-    engine: &Engine,
-    image: &Array3<T>,
-    mask: &Array2<T::Real>,
-    options: &NdOptions,
-    output: ArrayViewMut3<'_, O>,
-) -> conv_host::Result<()> {
-    let (mask, options) = (channel_mask(mask), image_options(options, 3));
-    engine
-        .ndimage()
-        .correlate_into(image, &mask, &options, output)
-}
-
-/// [`correlate2d`] from one device array into another (the old
-/// `Engine::correlate2d_device`).
+/// [`correlate2d`] from one device array into another.
 fn correlate2d_device<T: Element, O: Element<Real = T::Real>>(
     engine: &Engine,
     input: &DeviceArray<Ix3, T>,
@@ -190,7 +176,7 @@ fn narrow_type_everywhere<T: Random + Element<Real = f32>>(engine: &Engine, rng:
             };
             check(same.view(), reference.view(), scale, &what);
             let mut wide = Array3::<f32>::from_elem(shape, f32::NAN);
-            correlate2d_into(engine, &image, &mask, &options, wide.view_mut()).expect(&what);
+            image_correlate_into(engine, &image, &mask, &options, wide.view_mut()).expect(&what);
             check(
                 wide.view(),
                 reference.view(),
@@ -447,7 +433,7 @@ fn banded_narrow_types_keep_every_mode_and_constant() {
         let what = format!("banded u8 {mode:?} mask {:?}", mask.dim());
         let reference = reference2d(&image, &mask, &options, false).unwrap();
         let mut wide = Array3::<f32>::from_elem(image.dim(), f32::NAN);
-        correlate2d_into(&engine, &image, &mask, &options, wide.view_mut()).expect(&what);
+        image_correlate_into(&engine, &image, &mask, &options, wide.view_mut()).expect(&what);
         assert!(
             engine.last_host_times().map_or(0, |t| t.bands) > 2,
             "{what}: banded"
@@ -486,7 +472,7 @@ fn integer_outputs_saturate_and_nan_propagates() {
     let propagated = correlate2d(engine, &halves, &identity, &zero_border()).unwrap();
     assert!(propagated[[4, 4, 0]].is_nan() && propagated[[0, 0, 0]] == f16::ONE);
     let mut bytes = Array3::<u8>::zeros((9, 9, 1));
-    correlate2d_into(engine, &halves, &identity, &zero_border(), bytes.view_mut()).unwrap();
+    image_correlate_into(engine, &halves, &identity, &zero_border(), bytes.view_mut()).unwrap();
     assert_eq!((bytes[[4, 4, 0]], bytes[[0, 0, 0]]), (0, 1));
 }
 
@@ -658,7 +644,7 @@ fn device_arrays_carry_their_type() {
     let mut wide = engine().alloc_device::<f32, _>(image.raw_dim()).unwrap();
     correlate2d_device(engine(), &input, &mask, &options, &mut wide).unwrap();
     let mut expected = Array3::<f32>::zeros(image.dim());
-    correlate2d_into(engine(), &image, &mask, &options, expected.view_mut()).unwrap();
+    image_correlate_into(engine(), &image, &mask, &options, expected.view_mut()).unwrap();
     assert_eq!(engine().download(&wide).unwrap(), expected);
     let signal = ndarray::Array1::from_shape_simple_fn(1000, || u16::random(&mut rng));
     let taps = ndarray::Array1::from_shape_simple_fn(9, || rng.random_range(-1.0..1.0f32));

@@ -6,8 +6,8 @@ use conv_host::ndimage::NdOptions;
 use conv_host::{BoundaryMode, ConvError, Engine};
 use ndarray::array;
 
-/// The old `Conv1dOptions::default()`: zero ghost cells (this binary has no `common`: the
-/// fault must be its only test).
+/// SciPy's defaults with zero ghost cells (this binary has no `common`: the fault must be
+/// its only test).
 fn zero_border() -> NdOptions {
     NdOptions {
         mode: BoundaryMode::Constant(0.0).into(),

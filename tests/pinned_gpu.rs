@@ -9,34 +9,16 @@ mod common;
 
 use common::images::{random_array3, random_mask};
 use common::{
-    all_modes, band_cap, expected1d, expected2d, image_options, random_vec, rng, zero_border,
+    all_modes, band_cap, expected1d, expected2d, image_correlate_into, image_options, random_vec,
+    rng, zero_border,
 };
 use conv_host::ndimage::NdOptions;
 use conv_host::{BoundaryMode, Element, Engine, Kernel, PinnedArray, bf16, f16};
-use ndarray::{Array1, Array2, Array3, ArrayBase, ArrayViewMut3, Axis, Data, Dimension, Ix3, s};
+use ndarray::{Array1, Array2, Array3, ArrayBase, Axis, Data, Dimension, s};
 use rand::Rng;
 use rand::rngs::StdRng;
 
-/// The correlation of an `H x W x C` image with a 2D mask (as `[h, w, 1]`) into `output`
-/// (the old `Engine::correlate2d_into`).
-fn correlate2d_into<S, O>(
-    engine: &Engine,
-    image: &ArrayBase<S, Ix3>,
-    mask: &Array2<<S::Elem as Element>::Real>,
-    options: &NdOptions,
-    output: ArrayViewMut3<'_, O>,
-) -> conv_host::Result<()>
-where
-    S: Data<Elem: Element>,
-    O: Element<Real = <S::Elem as Element>::Real>,
-{
-    let mask = mask.view().insert_axis(Axis(2));
-    engine
-        .ndimage()
-        .correlate_into(image, &mask, &image_options(options, 3), output)
-}
-
-/// [`correlate2d_into`] into a new array (the old `Engine::correlate2d`).
+/// [`image_correlate_into`] into a new array.
 fn correlate2d<T: Element>(
     engine: &Engine,
     image: &Array3<T>,
@@ -94,13 +76,21 @@ fn pinned_images_match_the_reference() {
                     band_rows.map(|b| band_cap(b, width * channels, shape)),
                 );
                 let result = match which {
-                    (true, true) => {
-                        correlate2d_into(&engine, &input.view(), &mask, &options, output.view_mut())
-                    }
-                    (true, false) => {
-                        correlate2d_into(&engine, &input.view(), &mask, &options, plain.view_mut())
-                    }
-                    _ => correlate2d_into(&engine, &image, &mask, &options, output.view_mut()),
+                    (true, true) => image_correlate_into(
+                        &engine,
+                        &input.view(),
+                        &mask,
+                        &options,
+                        output.view_mut(),
+                    ),
+                    (true, false) => image_correlate_into(
+                        &engine,
+                        &input.view(),
+                        &mask,
+                        &options,
+                        plain.view_mut(),
+                    ),
+                    _ => image_correlate_into(&engine, &image, &mask, &options, output.view_mut()),
                 };
                 engine.set_device_memory_limit(None);
                 let what = format!(
@@ -211,7 +201,7 @@ fn matches_ordinary_arrays<T: Element>(engine: &Engine, rng: &mut StdRng) -> usi
                 let input = pinned_copy(engine, &image);
                 let mut output = pinned_copy(engine, &image);
                 let got =
-                    correlate2d_into(engine, &input.view(), &mask, &options, output.view_mut());
+                    image_correlate_into(engine, &input.view(), &mask, &options, output.view_mut());
                 engine.set_device_memory_limit(None);
                 let expected = expected.unwrap_or_else(|e| panic!("{what}, ordinary: {e}"));
                 got.unwrap_or_else(|e| panic!("{what}, page-locked: {e}"));

@@ -151,8 +151,6 @@ fn bad_inputs_get_typed_errors_or_defined_results() {
     }
     assert_engine_works();
     // A Gaussian whose mask would not fit any memory: a typed error before any allocation.
-    // (The old `gaussian_filter(image, sigma, truncate, ..)` of an `H x W` image: the same
-    // sigma on both axes, order 0.)
     let gaussian = NdOptions {
         truncate: 4.0,
         ..zero_border()

@@ -127,6 +127,53 @@ pub fn image_mask<D: Dimension>(mask: ArrayView2<f32>, ndim: usize) -> Array<f32
         .expect("an image of 2 or 3 dimensions")
 }
 
+/// What a correlation of an image `h x w x c` (`h x w` for one channel) with a 2D `mask`
+/// runs on, or the error it would return.
+pub fn image_runs(
+    mask: &ndarray::Array2<f32>,
+    (h, w, c): (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<conv_host::ndimage::Runs> {
+    let nd = engine().ndimage();
+    if c == 1 {
+        nd.plan_correlate(&[h, w], mask, options)
+    } else {
+        let mask = image_mask::<ndarray::Ix3>(mask.view(), 3);
+        nd.plan_correlate(&[h, w, c], &mask, &image_options(options, 3))
+    }
+}
+
+/// The design a correlation of an image `h x w x c` with a 2D `mask` runs on (see
+/// [`image_runs`]), or the error it would return; panics where no design of the seeds runs it.
+pub fn image_design(
+    mask: &ndarray::Array2<f32>,
+    shape: (usize, usize, usize),
+    options: &NdOptions,
+) -> conv_host::Result<conv_host::LaunchPlan> {
+    match image_runs(mask, shape, options)? {
+        conv_host::ndimage::Runs::Design(plan) => Ok(plan),
+        other => panic!("a 2D image runs on one of the designs, not {other:?}"),
+    }
+}
+
+/// The correlation of an `H x W x C` image with a 2D mask (as `[h, w, 1]`) into `output`.
+pub fn image_correlate_into<S, O>(
+    engine: &conv_host::Engine,
+    image: &ndarray::ArrayBase<S, ndarray::Ix3>,
+    mask: &ndarray::Array2<<S::Elem as conv_host::Element>::Real>,
+    options: &NdOptions,
+    output: ndarray::ArrayViewMut3<'_, O>,
+) -> conv_host::Result<()>
+where
+    S: ndarray::Data<Elem: conv_host::Element>,
+    O: conv_host::Element<Real = <S::Elem as conv_host::Element>::Real>,
+{
+    let mask = mask.view().insert_axis(ndarray::Axis(2));
+    engine
+        .ndimage()
+        .correlate_into(image, &mask, &image_options(options, 3), output)
+}
+
 /// `options` of a 2D mask for an image of `ndim` dimensions: per-axis origins and modes of
 /// an `H x W x C` image gain the channel axis (origin 0, the columns' mode).
 pub fn image_options(options: &NdOptions, ndim: usize) -> NdOptions {

@@ -6,11 +6,13 @@ use super::dense::{self};
 use super::design::{Designed, Gpu, Runs};
 use super::operands::sealed::Planned;
 use super::{NdOptions, Ndimage, RunsOn, device, ndim_error, taps};
+use crate::conv3d::{Mask3d, VolumeShape};
 use crate::device_array::{DeviceArray, DeviceDim};
 use crate::element::{Element, Real};
 use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::layout::check_output;
+use crate::options::BoundaryMode;
 use ndarray::{ArrayBase, ArrayView, ArrayViewMut, Axis, Data, Dimension, Ix1, Ix2, Ix3};
 use std::ops::Range;
 
@@ -106,15 +108,7 @@ impl Ndimage<'_> {
                 mask,
                 mode,
                 clamp,
-            } => {
-                let work = NdWork::Volume {
-                    mask: &mask,
-                    mode,
-                    clamp,
-                    channels: shape[3],
-                };
-                engine.filter_nd(input, work, output)
-            }
+            } => engine.filter_nd(input, volume_work(&mask, mode, clamp, shape), output),
         }
     }
 
@@ -167,12 +161,7 @@ impl Ndimage<'_> {
                 mode,
                 clamp,
             } => {
-                let work = NdWork::Volume {
-                    mask: &mask,
-                    mode,
-                    clamp,
-                    channels: volume[3],
-                };
+                let work = volume_work(&mask, mode, clamp, volume);
                 engine.on_device_arrays(input, output, |session, source, target| {
                     work.enqueue::<T::Real>(session, &shape, source, target)
                 })
@@ -282,5 +271,20 @@ impl Ndimage<'_> {
             Gpu::Lines(_) | Gpu::Volume { .. } => return Err(not_designed),
         };
         Ok((output.into_dimensionality::<D>().map_err(dims)?, times))
+    }
+}
+
+/// The 3D kernel's work over volumes `[D, H, W, channels]` of `shape`.
+fn volume_work(
+    mask: &Mask3d,
+    mode: BoundaryMode,
+    clamp: (f32, f32),
+    shape: VolumeShape,
+) -> NdWork<'_> {
+    NdWork::Volume {
+        mask,
+        mode,
+        clamp,
+        channels: shape[3],
     }
 }
