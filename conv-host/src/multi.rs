@@ -11,7 +11,9 @@ use ndarray::{ArrayViewMut, Axis, Dimension};
 use std::ops::Range;
 
 /// Engines over several GPUs (all of the host's by default) that split host calls between
-/// them ([`MultiEngine::ndimage`]). Device arrays stay on their GPU's engine.
+/// them ([`MultiEngine::ndimage`]): calls on the seeds' designs (1D signals, 2D images) are
+/// split by rows; other N-D calls run on the first GPU. Device arrays stay on their GPU's
+/// engine.
 ///
 /// ```no_run
 /// use conv_host::{MultiEngine, masks, ndimage::NdOptions};
