@@ -13,9 +13,21 @@
 //! build of the crate with `--cfg conv_hopper`; the engine loads those only on devices of
 //! compute capability 9.0 or more.
 
+use std::collections::HashMap;
 use std::env;
 use std::path::{Path, PathBuf};
 use std::process::{Command, exit};
+
+#[allow(unused_macros)]
+#[macro_use]
+#[path = "../conv-kernels/src/sizes.rs"]
+mod sizes;
+
+#[allow(dead_code)]
+#[path = "src/registry.rs"]
+mod registry;
+
+use registry::{Arch, KernelId};
 
 const TARGET: &str = "nvptx64-nvidia-cuda";
 
@@ -30,8 +42,8 @@ struct Build {
     ptx_file: &'static str,
     table_file: &'static str,
     table: &'static str,
-    /// Which entry points the PTX keeps.
-    keep: fn(&str) -> bool,
+    /// The kernels of this build's architecture the PTX keeps.
+    arch: Arch,
 }
 
 const BUILDS: [Build; 2] = [
@@ -43,7 +55,7 @@ const BUILDS: [Build; 2] = [
         ptx_file: "conv_kernels.ptx",
         table_file: "entry_ranges.rs",
         table: "ENTRY_RANGES",
-        keep: |_| true,
+        arch: Arch::Sm70,
     },
     Build {
         dir: "kernels-sm90",
@@ -53,7 +65,7 @@ const BUILDS: [Build; 2] = [
         ptx_file: "hopper_kernels.ptx",
         table_file: "hopper_entry_ranges.rs",
         table: "HOPPER_ENTRY_RANGES",
-        keep: |entry| entry.contains("_tma_") || entry.contains("_async_"),
+        arch: Arch::Sm90,
     },
 ];
 
@@ -68,15 +80,24 @@ fn main() {
         "cargo::rerun-if-changed={}",
         kernel_dir.join("Cargo.toml").display()
     );
+    println!("cargo::rerun-if-changed=src/registry.rs");
 
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
     check_components(&rustc);
 
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("set by cargo"));
+    let registry: HashMap<String, KernelId> = registry::compiled()
+        .into_iter()
+        .map(|id| (id.to_string(), id))
+        .collect();
+    let mut built = 0;
     for build in &BUILDS {
         let ptx = build_ptx(&kernel_dir, &out_dir, &rustc, build);
-        let kept = keep_entries(&ptx, build.keep);
-        let bounded = bound_block_size(&kept);
+        let kept = keep_entries(&ptx, |name| {
+            registered(&registry, name).family().arch() == build.arch
+        });
+        built += entry_spans(&kept).len();
+        let bounded = bound_block_size(&kept, &registry);
         std::fs::write(out_dir.join(build.ptx_file), &bounded)
             .unwrap_or_else(|e| fail(&format!("cannot write the PTX: {e}")));
         std::fs::write(
@@ -85,6 +106,23 @@ fn main() {
         )
         .unwrap_or_else(|e| fail(&format!("cannot write the entry table: {e}")));
     }
+    if built != registry.len() {
+        fail(&format!(
+            "the kernel registry (conv-host/src/registry.rs) lists {} kernels, the PTX has {built}",
+            registry.len()
+        ));
+    }
+}
+
+/// The kernel the entry point `name` is, by the registry; fails the build for one the
+/// registry does not list.
+fn registered(registry: &HashMap<String, KernelId>, name: &str) -> KernelId {
+    *registry.get(name).unwrap_or_else(|| {
+        fail(&format!(
+            "the PTX has an entry point `{name}` that the kernel registry \
+             (conv-host/src/registry.rs) does not list"
+        ))
+    })
 }
 
 /// Compiles the kernel crate to PTX as `build` says, and returns the PTX.
@@ -151,7 +189,7 @@ fn build_ptx(kernel_dir: &Path, out_dir: &Path, rustc: &str, build: &Build) -> S
 
 /// The PTX without the definitions of the entry points `keep` rejects (their declarations,
 /// the module-scope symbols and the helper functions stay).
-fn keep_entries(ptx: &str, keep: fn(&str) -> bool) -> String {
+fn keep_entries(ptx: &str, keep: impl Fn(&str) -> bool) -> String {
     let mut text = String::with_capacity(ptx.len());
     let mut at = 0;
     for (name, start, end) in entry_spans(ptx) {
@@ -207,154 +245,30 @@ fn entry_spans(ptx: &str) -> Vec<(&str, usize, usize)> {
     spans
 }
 
-/// Adds `.maxntid 1024, 1, 1` (256 for the register-tiled, streaming and separable kernels)
-/// to every kernel entry, and `.minnctapersm` to those. Rust has no
-/// `__launch_bounds__`; these PTX directives are its equivalent: `.maxntid 1024` tells the
-/// assembler that blocks may have 1024 threads, so it keeps such kernels within 64 registers
-/// and every tile size up to 1024 threads can launch.
-/// Blocks per SM for the general separable kernel (`conv2d_separable`): ptxas fits three in 72
-/// registers without spilling (four spilled 8 bytes at 64). Against two (127 registers), three
-/// took an H100 from 0.501 to 0.430 ms on a 9 x 11 rank-1 mask at 8192^2, 0.634 to 0.541 ms at
-/// 15 x 31 and 0.432 to 0.370 ms at 7 x 3; four gained at most 3% more (PERFORMANCE.md).
-const GENERAL_SEPARABLE_BLOCKS: u32 = 3;
-/// Blocks per SM for the staged and direct axis kernels: three (up to 80 registers; they use
-/// 58 to 76).
-const AXIS_BLOCKS: u32 = 3;
-/// Blocks per SM for the ring axis kernels: two (up to 128 registers), where the sums and
-/// loads in flight of masks from 23 taps spilled at 80; one (255) from `AXIS_RING_ONE_BLOCK`
-/// taps, which spilled at 128.
-const AXIS_RING_BLOCKS: u32 = 2;
-const AXIS_RING_ONE_BLOCK: u32 = 27;
-/// The pair kernels from this many taps on fit one block per SM by their shared memory
-/// (`SeparableWidePairLayout`), so they may take up to 255 registers: at 128, the 31-tap one
-/// spilled 4 bytes.
-const PAIR_ONE_BLOCK: u32 = 27;
-
-/// Blocks per SM for the one-pass separable 3D kernels (`conv3d_separable_async_m{M}`, up to 9
-/// taps): four below this many taps (their ring of `4 M` sums fits 64 registers), three from
-/// it on (80 registers at 7), two from `SEPARABLE3D_TWO_BLOCKS` (9 taps: 117 registers; 12
-/// bytes spilled at three). More resident blocks hide more of a slice's chain of latencies:
-/// H200, 512^3, 3 taps 0.426 ms at four blocks against 0.480 at two (host: `blocks_per_sm`).
-const SEPARABLE3D_THREE_BLOCKS: u32 = 7;
-const SEPARABLE3D_TWO_BLOCKS: u32 = 9;
-
-/// Whether a `.visible .entry` line declares a kernel `{family}{taps}` of at least `least`
-/// taps (`axis_ring_m`, `conv2d_separable_wide_pair_m`).
-fn at_least(line: &str, family: &str, least: u32) -> bool {
-    line.split(&format!(".entry {family}"))
-        .nth(1)
-        .and_then(|rest| rest.split(|c: char| !c.is_ascii_digit()).next())
-        .and_then(|taps| taps.parse::<u32>().ok())
-        .is_some_and(|taps| taps >= least)
-}
-/// Blocks per SM for the 3D kernels: two (up to 128 registers), where their eight sums per
-/// thread (sixteen registers in f64), the unrolled taps' loads and a batch of staged loads
-/// spilled at 80. The 5 x 5 x 5 kernel of one channel staged by asynchronous copies fits two
-/// with 2 elements of 4 rows a thread (`conv3d_thread_elements`; H100, 512^3: 0.904 ms,
-/// against 1.098 at one block of threads of one element and 8 rows, 231 registers).
-const CONV3D_BLOCKS: u32 = 2;
-/// One block per SM for the `f64` 1 x 5 x 5 kernel staged through registers
-/// (`conv3d_tiled_m1x5_f64`, 2D `f64` images at 5 x 5 before sm_90: 172 registers, where two
-/// spilled 28 to 48 bytes at 4, 6 and 8 rows a thread) and the 5 x 5 x 5 kernel staged by
-/// asynchronous copies with the channel count read at run time (`conv3d_tiled_async_m5`: 8
-/// rows of one element a thread, 231 registers).
-const CONV3D_ONE_BLOCK: u32 = 1;
-
-fn bound_block_size(ptx: &str) -> String {
+/// Adds each kernel's launch bounds from the registry ([`KernelId::bounds`]) to its entry:
+/// `.maxntid` (the most threads a block may have, which lets ptxas budget registers for it)
+/// and, where bounded, `.minnctapersm`. Rust has no `__launch_bounds__`; these PTX directives
+/// are its equivalent.
+fn bound_block_size(ptx: &str, registry: &HashMap<String, KernelId>) -> String {
     let mut out = String::with_capacity(ptx.len() + 1024);
-    let mut in_entry_header = false;
-    let mut threads = 1024;
-    let mut blocks_per_sm = None;
+    let mut header = None;
     for line in ptx.lines() {
-        if line.starts_with(".visible .entry") {
-            in_entry_header = true;
-            // The register-tiled and separable 2D kernels launch 256-thread blocks
-            // (WIDE_BLOCK, SEPARABLE_THREADS): bounding them so leaves up to 255 registers
-            // for their accumulators and staged loads.
-            let separable = line.contains("conv2d_separable");
-            let general_separable = line.contains("conv2d_separable(");
-            let register = line.contains("conv2d_register_tiled_");
-            // The axis and 3D kernels launch 256-thread blocks (AXIS_THREADS, CONV3D_BLOCK).
-            let nd = line.contains(".entry axis_") || line.contains(".entry conv3d_");
-            threads = if register || separable || nd {
-                256
-            } else {
-                1024
-            };
-            blocks_per_sm = if general_separable {
-                Some(GENERAL_SEPARABLE_BLOCKS)
-            } else if at_least(line, "conv2d_separable_wide_pair_m", PAIR_ONE_BLOCK) {
-                Some(1)
-            } else if separable {
-                // Up to 128 registers. Left to itself, ptxas aims at three blocks (80
-                // registers) and spills a few bytes.
-                Some(2)
-            } else if register {
-                Some(register_blocks_per_sm(line))
-            } else if nd {
-                Some(if at_least(line, "axis_ring_m", AXIS_RING_ONE_BLOCK) {
-                    1
-                } else if line.contains(".entry axis_ring") {
-                    AXIS_RING_BLOCKS
-                } else if line.contains(".entry axis_") {
-                    AXIS_BLOCKS
-                } else if line.contains(".entry conv3d_separable_async_m") {
-                    if at_least(line, "conv3d_separable_async_m", SEPARABLE3D_TWO_BLOCKS) {
-                        2
-                    } else if at_least(line, "conv3d_separable_async_m", SEPARABLE3D_THREE_BLOCKS) {
-                        3
-                    } else {
-                        4
-                    }
-                } else if line.contains(".entry conv3d_tiled_m1x5_f64(")
-                    || line.contains(".entry conv3d_tiled_async_m5(")
-                {
-                    CONV3D_ONE_BLOCK
-                } else {
-                    CONV3D_BLOCKS
-                })
-            } else {
-                None
-            };
+        if let Some(rest) = line.strip_prefix(".visible .entry ") {
+            let name = rest.split(['(', ' ']).next().unwrap_or_default();
+            header = Some(registered(registry, name).bounds());
         }
-        if in_entry_header && line == "{" {
-            out.push_str(&format!(".maxntid {threads}, 1, 1\n"));
-            if let Some(blocks) = blocks_per_sm {
+        if line == "{"
+            && let Some(bounds) = header.take()
+        {
+            out.push_str(&format!(".maxntid {}, 1, 1\n", bounds.threads));
+            if let Some(blocks) = bounds.blocks_per_sm {
                 out.push_str(&format!(".minnctapersm {blocks}\n"));
             }
-            in_entry_header = false;
         }
         out.push_str(line);
         out.push('\n');
     }
     out
-}
-
-/// Blocks per SM for a register-tiled 2D kernel (`conv2d_register_tiled_stream_m{M}_c{C}`: three
-/// for every size; `conv2d_register_tiled_stream16_m{M}_c{C}`: four, since their steps of 16 rows
-/// leave each pass thread 16 sums; the tensor-copy ones, `conv2d_register_tiled_tma_m{M}_c{C}`:
-/// two, as many as their 72-row ring of 78 to 97 KB allows, which leaves them up to 128
-/// registers; `conv2d_register_tiled_wide_w{W}_c{C}`): the
-/// most for which ptxas (sm_90) fits the kernel without spilling, and that their shared memory
-/// allows (2 for those not listed; ptxas then takes 72 to 128 registers). Left to itself, ptxas
-/// hoists loads and takes up to 255 registers, which leaves one block per SM. On an H200 the
-/// streaming 5 x 5 kernel measured 0.167 ms with three blocks against 0.174 ms with two (steps
-/// of 32 rows), and 0.145 ms with four against 0.149 ms with three (steps of 16 rows); the 7 x
-/// 7 and 9 x 9 ones fit three since their pass runs in bands of 2 rows (0.206 and 0.282 ms
-/// against 0.214 and 0.294 ms with two blocks and one band of 8 rows) (PERFORMANCE.md).
-fn register_blocks_per_sm(entry: &str) -> u32 {
-    const BUDGETS: [(&str, u32); 6] = [
-        ("tma_", 2),
-        ("stream16_", 4),
-        ("stream_", 3),
-        ("wide_w9_c1", 4),
-        ("wide_w9_c3", 3),
-        ("wide_w9_c4", 3),
-    ];
-    BUDGETS
-        .iter()
-        .find(|(shape, _)| entry.contains(&format!("conv2d_register_tiled_{shape}")))
-        .map_or(2, |&(_, blocks)| blocks)
 }
 
 /// Fails with one line naming the exact `rustup component add` command for a missing component.

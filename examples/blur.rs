@@ -263,7 +263,7 @@ fn report_gpu(engine: &Engine, runs: &Runs, mask: (usize, usize), bytes: usize, 
         println!(
             "kernel: {} ({}), mask {} x {}, tile {} x {} threads, output tile {} x {}",
             plan.kernel,
-            plan.entry_point,
+            plan.entry,
             mask.0,
             mask.1,
             plan.block.0,

@@ -241,7 +241,7 @@ fn register_tiled_kernels_match_the_reference() {
     };
     let streaming = image_design(&random_mask(&mut rng, (5, 5)), (64, 64, 1), &forced)
         .unwrap()
-        .entry_point;
+        .entry;
     let device = engine().device();
     eprintln!(
         "register-tiled: {runs} runs matched the reference (seed {seed}; 5 x 5 streaming kernel \

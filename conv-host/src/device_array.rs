@@ -82,11 +82,11 @@ impl Session<'_> {
                 .map_err(|error| memory_error(stream.context(), error, bytes, "temporary"))
         };
         let widened = match widen {
-            Some(entry_point) => {
+            Some(entry) => {
                 let mut wide = temporary()?;
                 self.convert(
                     stream,
-                    entry_point,
+                    entry,
                     (&input.as_view(), &mut wide.as_view_mut()),
                     elements,
                 )?;
@@ -116,10 +116,10 @@ impl Session<'_> {
             };
             kernel(&source, &mut target)?;
         }
-        if let (Some(entry_point), Some(narrow)) = (narrow, &narrowed) {
+        if let (Some(entry), Some(narrow)) = (narrow, &narrowed) {
             self.convert(
                 stream,
-                entry_point,
+                entry,
                 (&narrow.as_view(), &mut output.as_view_mut()),
                 elements,
             )?;

@@ -10,6 +10,7 @@
 //! Integer outputs are rounded to nearest (ties to even) and saturated to the type's range,
 //! NaN giving 0, as NPP and OpenCV do; SciPy instead truncates toward zero and wraps around.
 
+use crate::registry::{Family, KernelId, Shape, Storage};
 use cudarc::driver::DeviceRepr;
 
 mod sealed {
@@ -35,6 +36,9 @@ pub trait Element:
     /// The type's name in PTX entry points and messages: `u8`, `u16`, `f16`, `bf16`, `f32`,
     /// `f64`.
     const NAME: &'static str;
+    /// The type as the kernel registry names it.
+    #[doc(hidden)]
+    const STORAGE: Storage;
     /// The value as `f64` (exact for every type).
     fn to_f64(self) -> f64;
     /// `value` in this type: integers rounded to nearest (ties to even) and saturated to the
@@ -78,10 +82,11 @@ impl Real for f64 {
 
 /// Implements [`Element`] for an unsigned integer type.
 macro_rules! unsigned {
-    ($($t:ty),+) => {$(
+    ($($t:ty: $storage:ident),+) => {$(
         impl Element for $t {
             type Real = f32;
             const NAME: &'static str = stringify!($t);
+            const STORAGE: Storage = Storage::$storage;
 
             fn to_f64(self) -> f64 {
                 f64::from(self)
@@ -95,14 +100,15 @@ macro_rules! unsigned {
     )+};
 }
 
-unsigned!(u8, u16);
+unsigned!(u8: U8, u16: U16);
 
 /// Implements [`Element`] for a 16-bit float type of the `half` crate.
 macro_rules! half_float {
-    ($($t:ident),+) => {$(
+    ($($t:ident: $storage:ident),+) => {$(
         impl Element for half::$t {
             type Real = f32;
             const NAME: &'static str = stringify!($t);
+            const STORAGE: Storage = Storage::$storage;
 
             fn to_f64(self) -> f64 {
                 f64::from(self)
@@ -115,11 +121,12 @@ macro_rules! half_float {
     )+};
 }
 
-half_float!(f16, bf16);
+half_float!(f16: F16, bf16: Bf16);
 
 impl Element for f32 {
     type Real = f32;
     const NAME: &'static str = "f32";
+    const STORAGE: Storage = Storage::F32;
 
     fn as_real(values: &[Self]) -> Option<&[Self]> {
         Some(values)
@@ -141,6 +148,7 @@ impl Element for f32 {
 impl Element for f64 {
     type Real = f64;
     const NAME: &'static str = "f64";
+    const STORAGE: Storage = Storage::F64;
 
     fn as_real(values: &[Self]) -> Option<&[Self]> {
         Some(values)
@@ -159,27 +167,21 @@ impl Element for f64 {
     }
 }
 
+/// Whether `T` is one of the narrow types, which kernels widen to `f32` after their upload
+/// and narrow from `f32` before their download.
+fn is_narrow<T: Element>() -> bool {
+    Storage::NARROW.contains(&T::STORAGE)
+}
+
 /// The device-side conversion of `T` to `f32` after its upload (`None`: the kernels read `T`).
-pub(crate) fn widening<T: Element>() -> Option<&'static str> {
-    match T::NAME {
-        "u8" => Some("convert_u8_f32"),
-        "u16" => Some("convert_u16_f32"),
-        "f16" => Some("convert_f16_f32"),
-        "bf16" => Some("convert_bf16_f32"),
-        _ => None,
-    }
+pub(crate) fn widening<T: Element>() -> Option<KernelId> {
+    is_narrow::<T>().then(|| KernelId::new(Family::Widen, Shape::Any, None, T::STORAGE))
 }
 
 /// The device-side conversion of `f32` to `T` before its download (`None`: the kernels write
 /// `T`).
-pub(crate) fn narrowing<T: Element>() -> Option<&'static str> {
-    match T::NAME {
-        "u8" => Some("convert_f32_u8"),
-        "u16" => Some("convert_f32_u16"),
-        "f16" => Some("convert_f32_f16"),
-        "bf16" => Some("convert_f32_bf16"),
-        _ => None,
-    }
+pub(crate) fn narrowing<T: Element>() -> Option<KernelId> {
+    is_narrow::<T>().then(|| KernelId::new(Family::Narrow, Shape::Any, None, T::STORAGE))
 }
 
 #[cfg(test)]
@@ -218,8 +220,9 @@ mod tests {
             1.0 + 1.0 / 64.0
         );
         assert!(half::bf16::from_f64(1e39).to_f64().is_infinite());
-        assert_eq!(narrowing::<half::bf16>(), Some("convert_f32_bf16"));
-        assert_eq!(widening::<u8>(), Some("convert_u8_f32"));
+        let name = |id: Option<KernelId>| id.map(KernelId::entry_point);
+        assert_eq!(name(narrowing::<half::bf16>()), Some("convert_f32_bf16"));
+        assert_eq!(name(widening::<u8>()), Some("convert_u8_f32"));
         assert_eq!((widening::<f32>(), narrowing::<f64>()), (None, None));
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::device::{DeviceInfo, device_info};
 use crate::error::{ConvError, DriverContext, Result};
+use crate::registry::KernelId;
 use crate::staging::{HostTimes, Staging};
 use cudarc::driver::sys::{CUfunction_attribute, CUresult};
 use cudarc::driver::{CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
@@ -56,16 +57,15 @@ pub const MAX_LANES: usize = 8;
 /// constant memory is the lane's own), and the staging of the host calls it runs.
 pub(crate) struct Lane {
     pub(crate) stream: Arc<CudaStream>,
-    kernels: HashMap<&'static str, OnceLock<LoadedKernel>>,
+    kernels: HashMap<KernelId, OnceLock<LoadedKernel>>,
     staging: Mutex<Staging>,
 }
 
 impl Lane {
     fn new(stream: Arc<CudaStream>) -> Self {
-        let kernels = crate::kernels::ENTRY_RANGES
+        let kernels = crate::kernels::entries()
             .iter()
-            .chain(crate::kernels::HOPPER_ENTRY_RANGES)
-            .map(|&(name, _, _)| (name, OnceLock::new()))
+            .map(|entry| (entry.id, OnceLock::new()))
             .collect();
         Self {
             stream,
@@ -76,12 +76,12 @@ impl Lane {
 
     /// The kernel `kernel` of this lane, its module loaded (and JIT-compiled by the driver, or
     /// taken from its cache) on first use.
-    pub(crate) fn kernel(&self, engine: &Engine, kernel: &'static str) -> Result<&LoadedKernel> {
+    pub(crate) fn kernel(&self, engine: &Engine, kernel: KernelId) -> Result<&LoadedKernel> {
         let missing = || ConvError::InvalidLaunch {
-            kernel,
-            reason: "the kernels' PTX has no such entry point".into(),
+            kernel: kernel.entry_point(),
+            reason: format!("the kernels' PTX has no kernel {kernel:?}"),
         };
-        let slot = self.kernels.get(kernel).ok_or_else(missing)?;
+        let slot = self.kernels.get(&kernel).ok_or_else(missing)?;
         if let Some(loaded) = slot.get() {
             return Ok(loaded);
         }
@@ -91,7 +91,7 @@ impl Lane {
             .load_module(Ptx::from_src(source))
             .context(|| format!("loading the PTX module of kernel `{kernel}`"))?;
         let function = module
-            .load_function(kernel)
+            .load_function(kernel.entry_point())
             .context(|| format!("loading kernel `{kernel}`"))?;
         // Tiled kernels size their shared memory at launch; allow up to the device's opt-in
         // limit instead of the default 48 KiB.

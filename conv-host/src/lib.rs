@@ -30,6 +30,10 @@
 //! # Ok::<(), conv_host::ConvError>(())
 //! ```
 
+#[macro_use]
+#[path = "../../conv-kernels/src/sizes.rs"]
+mod sizes;
+
 #[allow(dead_code)]
 #[path = "../../conv-kernels/src/abi.rs"]
 mod abi;
@@ -43,8 +47,6 @@ mod device;
 mod device_array;
 mod element;
 mod engine;
-#[cfg(test)]
-mod entry_points_test;
 mod error;
 mod kernels;
 mod layout;
@@ -58,6 +60,7 @@ mod pinned_array;
 mod pinned_rows;
 mod pipeline;
 mod plan;
+pub mod registry;
 mod session;
 mod staging;
 #[cfg(feature = "bench")]
@@ -76,6 +79,7 @@ pub use multi::MultiEngine;
 pub use options::{BoundaryMode, Clamp, Kernel};
 pub use pinned_array::PinnedArray;
 pub use plan::LaunchPlan;
+pub use registry::KernelId;
 pub use staging::HostTimes;
 #[cfg(feature = "bench")]
 pub use timing::PinnedTransfers;

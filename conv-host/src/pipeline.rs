@@ -15,6 +15,7 @@ use crate::error::{ConvError, DriverContext, Result};
 use crate::options::BoundaryMode;
 use crate::pinned_rows::{self, Fill, PinnedRows};
 use crate::plan::LaunchPlan;
+use crate::registry::KernelId;
 use crate::session::Session;
 use crate::staging::{HostTimes, Slot, SlotBytes};
 use cudarc::driver::sys::CUevent_flags;
@@ -519,11 +520,11 @@ impl Session<'_> {
         .context(|| "setting the constant's rows".into())
     }
 
-    /// Enqueues the conversion kernel `entry_point` of `elements` elements from `from` into `to`.
+    /// Enqueues the conversion kernel `entry` of `elements` elements from `from` into `to`.
     pub(crate) fn convert<A, B>(
         &self,
         stream: &Arc<CudaStream>,
-        entry_point: &'static str,
+        entry: KernelId,
         (from, to): (&CudaView<'_, A>, &mut CudaViewMut<'_, B>),
         elements: usize,
     ) -> Result<()> {
@@ -539,7 +540,7 @@ impl Session<'_> {
         // many of its target type (the callers' buffers hold `elements` of the kernels' `f32`
         // or of the element type converted); distinct buffers, used in `stream`'s order.
         unsafe {
-            self.launch_async(stream, entry_point, config, |args| {
+            self.launch_async(stream, entry, config, |args| {
                 args.arg(from);
                 args.arg(&mut *to);
                 args.arg(&len);

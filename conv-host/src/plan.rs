@@ -3,14 +3,15 @@
 use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
 use crate::options::{BoundaryMode, Clamp, Kernel, clamp_bounds};
+use crate::registry::{Family, KernelId, Shape, Storage, Textbook};
 
 /// What a call will launch on this device.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LaunchPlan {
     /// The design that runs (never `Auto`).
     pub kernel: Kernel,
-    /// The PTX entry point.
-    pub entry_point: &'static str,
+    /// The kernel (its entry point: [`KernelId::entry_point`]).
+    pub entry: KernelId,
     /// Threads per block along x (along a row) and y (down the rows; 1 in 1D).
     pub block: (u32, u32),
     /// Output elements per block along x and y; smaller than `block` in the textbook's 2D tiled
@@ -67,56 +68,41 @@ impl<'a> Launch<'a> {
     }
 }
 
-/// The entry points of one kernel family (1D or 2D).
-pub(crate) struct EntryPoints {
-    pub(crate) basic: &'static str,
-    pub(crate) constant: &'static str,
-    pub(crate) tiled: &'static str,
-    pub(crate) tiled_global_mask: &'static str,
-    pub(crate) tiled_l2: &'static str,
-    pub(crate) tiled_l2_global_mask: &'static str,
-}
-
-impl EntryPoints {
-    /// The design `Auto` stands for, and its entry point for a mask that does (`fits`) or does
-    /// not fit the constant-memory symbol.
-    pub(crate) fn select(&self, kernel: Kernel, fits: bool) -> (Kernel, &'static str) {
-        let kernel = match kernel {
-            Kernel::Auto if fits => Kernel::ConstantMask,
-            Kernel::Auto => Kernel::Basic,
-            chosen => chosen,
-        };
-        let entry = match (kernel, fits) {
-            (Kernel::ConstantMask, true) => self.constant,
-            (Kernel::Tiled, true) => self.tiled,
-            (Kernel::Tiled, false) => self.tiled_global_mask,
-            (Kernel::TiledL2, true) => self.tiled_l2,
-            (Kernel::TiledL2, false) => self.tiled_l2_global_mask,
-            // RegisterTiled and the separable designs are planned by the 1D and 2D modules
-            // before here.
-            (
-                Kernel::Basic
-                | Kernel::ConstantMask
-                | Kernel::Auto
-                | Kernel::RegisterTiled
-                | Kernel::Separable
-                | Kernel::SeparableTma
-                | Kernel::RegisterTiledTma,
-                _,
-            ) => self.basic,
-        };
-        (kernel, entry)
-    }
+/// The textbook design `Auto` stands for and its kernel in the 1D or 2D family (`family`) over
+/// `storage`, for a mask that does (`fits`) or does not fit the constant-memory symbol.
+pub(crate) fn select_textbook(
+    family: fn(Textbook) -> Family,
+    storage: Storage,
+    kernel: Kernel,
+    fits: bool,
+) -> (Kernel, KernelId) {
+    let kernel = match kernel {
+        Kernel::Auto if fits => Kernel::ConstantMask,
+        Kernel::Auto => Kernel::Basic,
+        chosen => chosen,
+    };
+    let design = match (kernel, fits) {
+        (Kernel::ConstantMask, true) => Textbook::ConstantMask,
+        (Kernel::Tiled, true) => Textbook::Tiled,
+        (Kernel::Tiled, false) => Textbook::TiledGlobalMask,
+        (Kernel::TiledL2, true) => Textbook::TiledL2,
+        (Kernel::TiledL2, false) => Textbook::TiledL2GlobalMask,
+        // RegisterTiled and the separable designs are planned by the 1D and 2D modules
+        // before here.
+        _ => Textbook::Basic,
+    };
+    let id = KernelId::new(family(design), Shape::Any, None, storage);
+    (kernel, id)
 }
 
 /// Checks a block shape and its shared memory against the device's limits.
 pub(crate) fn check_block(
     device: &DeviceInfo,
-    entry_point: &'static str,
+    entry: KernelId,
     block: (u32, u32),
     shared_bytes: u64,
 ) -> Result<()> {
-    let invalid = ConvError::invalid_launch(entry_point);
+    let invalid = ConvError::invalid_launch(entry.entry_point());
     let (x, y) = block;
     if x == 0 || y == 0 {
         return Err(invalid(format!(

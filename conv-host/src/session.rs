@@ -9,6 +9,7 @@ use crate::error::{ConvError, DriverContext, Result};
 use crate::plan::LaunchPlan;
 #[cfg(feature = "bench")]
 use crate::plan::for_each_grid;
+use crate::registry::KernelId;
 use crate::staging::{Slot, SlotBytes, Staging, memory_error};
 #[cfg(feature = "bench")]
 use cudarc::driver::PushKernelArg;
@@ -65,9 +66,10 @@ impl Engine {
             block_dim: (1, 1, 1),
             shared_mem_bytes: 0,
         };
+        let trap = KernelId::plain(crate::registry::Family::DiagnosticTrap);
         // SAFETY: `diagnostic_trap` takes no arguments and one thread; faulting is its purpose,
         // and the engine records the fault instead of using the context afterwards.
-        unsafe { session.launch("diagnostic_trap", config, |_| {}) }
+        unsafe { session.launch(trap, config, |_| {}) }
     }
 }
 
@@ -103,14 +105,14 @@ impl Session<'_> {
     }
 
     /// The kernel `kernel`, loaded on first use.
-    fn function(&self, kernel: &'static str) -> Result<&CudaFunction> {
+    fn function(&self, kernel: KernelId) -> Result<&CudaFunction> {
         Ok(&self.lane.kernel(self.engine, kernel)?.function)
     }
 
     /// Blocks of `plan`'s kernel that run at once on one multiprocessor of this device, with
     /// its block and shared memory (the driver's occupancy calculation; at least 1).
     pub(crate) fn resident_blocks(&self, plan: &LaunchPlan) -> Result<u32> {
-        let kernel = plan.entry_point;
+        let kernel = plan.entry;
         let blocks = self
             .function(kernel)?
             .occupancy_max_active_blocks_per_multiprocessor(
@@ -175,11 +177,7 @@ impl Session<'_> {
 
     /// Writes `taps` into the constant-memory symbol `MASK` of `kernel`'s module on the stream,
     /// so it lands after every earlier kernel and before every later one.
-    pub(crate) fn set_constant_mask<R: Real>(
-        &self,
-        kernel: &'static str,
-        taps: &[R],
-    ) -> Result<()> {
+    pub(crate) fn set_constant_mask<R: Real>(&self, kernel: KernelId, taps: &[R]) -> Result<()> {
         debug_assert!(size_of_val(taps) <= MASK_CAPACITY * size_of::<f32>());
         let mut symbol = self
             .lane
@@ -275,7 +273,7 @@ impl Session<'_> {
     #[cfg(feature = "bench")]
     unsafe fn launch_conv<'a, P: DeviceRepr>(
         &'a self,
-        kernel: &'static str,
+        kernel: KernelId,
         config: LaunchConfig,
         buffers: &'a mut Buffers,
         params: &'a P,
@@ -310,7 +308,7 @@ impl Session<'_> {
     #[cfg(feature = "bench")]
     pub(crate) unsafe fn run_conv<P: DeviceRepr>(
         &self,
-        kernel: &'static str,
+        kernel: KernelId,
         buffers: &mut Buffers,
         blocks: u64,
         max_grid: u64,
@@ -342,7 +340,7 @@ impl Session<'_> {
     /// does not own.
     pub(crate) unsafe fn launch<'a>(
         &'a self,
-        kernel: &'static str,
+        kernel: KernelId,
         config: LaunchConfig,
         push_args: impl FnOnce(&mut LaunchArgs<'a>),
     ) -> Result<()> {
@@ -378,7 +376,7 @@ impl Session<'_> {
     pub(crate) unsafe fn launch_async<'a>(
         &'a self,
         stream: &'a Arc<CudaStream>,
-        kernel: &'static str,
+        kernel: KernelId,
         config: LaunchConfig,
         push_args: impl FnOnce(&mut LaunchArgs<'a>),
     ) -> Result<()> {
@@ -477,7 +475,7 @@ impl Session<'_> {
         taps: &[R],
     ) -> Result<Option<CudaSlice<R>>> {
         if plan.mask_in_constant_memory {
-            self.set_constant_mask(plan.entry_point, taps)?;
+            self.set_constant_mask(plan.entry, taps)?;
             Ok(None)
         } else {
             self.upload(taps).map(Some)

@@ -10,6 +10,7 @@ use crate::error::{ConvError, DriverContext, Result};
 use crate::layout::{copy_unpacked, try_zeros};
 use crate::pinned::PinnedBuffer;
 use crate::pipeline::{TARGET_BAND_BYTES, ms_since};
+use crate::registry::{Family, KernelId};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{LaunchConfig, PushKernelArg};
 use ndarray::Ix1;
@@ -270,7 +271,7 @@ impl Engine {
             // SAFETY: the contract of `sm_copy`: both buffers hold `quads` quads (cudarc
             // allocations are 256-byte aligned), distinct allocations, `blocks` cover the quads.
             unsafe {
-                session.launch("sm_copy", config, |args| {
+                session.launch(KernelId::plain(Family::SmCopy), config, |args| {
                     args.arg(&source);
                     args.arg(&mut destination);
                     args.arg(&quads);

@@ -48,6 +48,10 @@ pub const SM_COPY_THREADS: u32 = 256;
 /// 16-byte quads each thread of the SM copy kernel copies.
 pub const SM_COPY_QUADS_PER_THREAD: u32 = 4;
 
+/// Mask lengths of the register-tiled 1D kernels (`conv1d_register_tiled_m{taps}`).
+pub const REGISTER_1D_MASKS: [u32; register_1d_sizes!(size_count!())] =
+    register_1d_sizes!(size_array!());
+
 /// Threads per block of the register-tiled 1D kernels.
 pub const REGISTER_THREADS_1D: u32 = 256;
 /// Consecutive outputs each thread of the register-tiled 1D kernel for `mask_len` taps computes:
@@ -92,7 +96,7 @@ pub const WIDE_OUTPUTS: u32 = 16;
 pub const WIDE_ROWS: u32 = 2;
 /// Mask widths with a wide register-tiled 2D kernel, for each of `REGISTER_CHANNELS`
 /// (`conv2d_register_tiled_wide_w{width}_c{channels}`); any mask height. Width 1 covers column filters.
-pub const WIDE_MASK_WIDTHS: [u32; 13] = [1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
+pub const WIDE_MASK_WIDTHS: [u32; wide_widths!(size_count!())] = wide_widths!(size_array!());
 
 /// Shared-memory word of element `x` of a row staged by a wide register-tiled block: 4 padding
 /// words after every 16 elements, so that the 16-byte reads of 8 threads whose windows start
@@ -112,7 +116,7 @@ pub const fn wide_row_words(mask_w: u64, channels: u64) -> u64 {
 /// Square mask sizes with a wide separable 2D kernel, for each of `REGISTER_CHANNELS`
 /// (`conv2d_separable_wide_m{size}_c{channels}`): every odd size from 3 to 31, which covers
 /// SciPy's Gaussians up to sigma 3.75 (`2 int(4 sigma + 0.5) + 1` taps).
-pub const SEPARABLE_MASKS: [u32; 15] = [3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
+pub const SEPARABLE_MASKS: [u32; separable_sizes!(size_count!())] = separable_sizes!(size_array!());
 
 /// Threads per block of the fused separable 2D kernels (one dimension).
 pub const SEPARABLE_THREADS: u32 = 256;
@@ -388,7 +392,7 @@ pub const fn strip_row_words(mask: u64, channels: u64) -> u64 {
 
 /// Square mask sizes with a streaming 2D kernel, for each of `REGISTER_CHANNELS`
 /// (`conv2d_register_tiled_stream_m{size}_c{channels}`).
-pub const STREAM_MASKS: [u32; 4] = [3, 5, 7, 9];
+pub const STREAM_MASKS: [u32; stream_sizes!(size_count!())] = stream_sizes!(size_array!());
 
 /// The smallest streaming mask size whose kernels are bound by their multiply-adds rather than
 /// by memory (H200: 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). The
@@ -405,7 +409,8 @@ pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
 /// 0.198 ms). The compute-bound sizes have none: their longer steps cost fewer instructions
 /// per output (H200, 8192^2: 7 x 7 and 9 x 9 1.05 and 1.03 times as long in steps of 16 rows).
 /// Measurements: PERFORMANCE.md.
-pub const STREAM_SHORT_STEP_MASKS: [u32; 2] = [3, 5];
+pub const STREAM_SHORT_STEP_MASKS: [u32; stream_short_step_sizes!(size_count!())] =
+    stream_short_step_sizes!(size_array!());
 
 /// Input rows per step of the streaming kernels of [`STREAM_SHORT_STEP_MASKS`]
 /// (`conv2d_register_tiled_stream16_...`); the others walk steps of `SEPARABLE_WIDE_CHUNK_ROWS` = 32.
@@ -550,7 +555,7 @@ pub const AXIS_OUTPUTS: u32 = 8;
 /// warp of `AXIS_THREADS`: a warp's 32 threads own 32 consecutive lines.
 pub const AXIS_RING_STRIPS: u32 = AXIS_THREADS / 32;
 /// Mask lengths the ring axis design is compiled for.
-pub const AXIS_RING_MASKS: [u32; 15] = [3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31];
+pub const AXIS_RING_MASKS: [u32; ring_sizes!(size_count!())] = ring_sizes!(size_array!());
 
 /// Lines per axis tile: the elements after the axis, at most 32 (a warp reads 32 consecutive
 /// elements, one per line, at each position along the axis).
@@ -706,6 +711,10 @@ pub const fn conv3d_row_words(mask_w: u64, channels: u64, copy_elements: u64) ->
 pub const fn conv3d_shared_elements(slices: u64, rows: u64, mask_h: u64, row_words: u64) -> u64 {
     slices * (CONV3D_THREADS.1 as u64 * rows + mask_h - 1) * row_words
 }
+
+/// Taps a side of the one-pass separable 3D kernels (`conv3d_separable_async_m{taps}`).
+pub const SEPARABLE3D_MASKS: [u32; separable3d_sizes!(size_count!())] =
+    separable3d_sizes!(size_array!());
 
 /// Side of the square tile of a one-pass separable 3D block (`conv3d_separable_async_m{M}`): 256
 /// threads own `32 x 32` outputs of every slice they walk through.

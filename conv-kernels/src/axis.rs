@@ -369,35 +369,23 @@ axis_entry_points!(
     f64 => axis_staged_f64, axis_direct_f64;
 );
 
-/// Declares the ring axis entry points `$name` over `f32`, one per mask length.
+/// Declares the ring axis entry points `axis_ring_m{taps}` over `f32`, one per mask length.
 macro_rules! ring_entry_points {
-    ($(($name:ident, $taps:literal)),+ $(,)?) => {$(
+    ($($taps:literal),+) => {$(
         #[doc = concat!("[`ring`] axis pass over `f32` for ", $taps, "-tap masks.")]
         ///
         /// # Safety
         /// As `ring`.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: AxisParams) {
+        pub unsafe extern "ptx-kernel" fn ${concat(axis_ring_m, $taps)}(
+            input: *const f32,
+            output: *mut f32,
+            p: AxisParams,
+        ) {
             // SAFETY: forwarded contract.
             unsafe { ring::<f32, $taps>(input, output, &p) }
         }
     )+};
 }
 
-ring_entry_points!(
-    (axis_ring_m3, 3),
-    (axis_ring_m5, 5),
-    (axis_ring_m7, 7),
-    (axis_ring_m9, 9),
-    (axis_ring_m11, 11),
-    (axis_ring_m13, 13),
-    (axis_ring_m15, 15),
-    (axis_ring_m17, 17),
-    (axis_ring_m19, 19),
-    (axis_ring_m21, 21),
-    (axis_ring_m23, 23),
-    (axis_ring_m25, 25),
-    (axis_ring_m27, 27),
-    (axis_ring_m29, 29),
-    (axis_ring_m31, 31),
-);
+ring_sizes!(ring_entry_points!());

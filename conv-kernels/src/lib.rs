@@ -103,6 +103,9 @@ macro_rules! textbook_entry_points {
     };
 }
 
+#[macro_use]
+mod sizes;
+
 pub mod abi;
 pub mod axis;
 pub mod bandwidth;

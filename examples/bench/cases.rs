@@ -151,7 +151,7 @@ impl Measured {
             name: self.name,
             dims: self.dims,
             kernel: self.launch.kernel,
-            entry_point: self.launch.entry_point,
+            entry_point: self.launch.entry.entry_point(),
             elements: self.elements,
             taps: self.taps,
             mask: self.mask,

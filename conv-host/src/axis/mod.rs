@@ -11,8 +11,10 @@ use crate::abi::{
 use crate::conv2d::Along;
 use crate::element::Real;
 use crate::error::{ConvError, Result};
+use crate::kernels::specialised;
 use crate::options::BoundaryMode;
 use crate::plan::for_each_grid;
+use crate::registry::{Family, KernelId, Shape, Storage};
 use crate::session::Session;
 use cudarc::driver::{CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::any::Any;
@@ -54,18 +56,6 @@ impl Combine {
         }
     }
 }
-
-/// The table `(length, name)` of the ring entry points `axis_ring_m{length}`.
-macro_rules! ring_entry_points {
-    ($($taps:literal),+) => {
-        [$(($taps, concat!("axis_ring_m", stringify!($taps)))),+]
-    };
-}
-
-/// The ring design's entry points: `(mask length, name)`, as `conv-kernels` declares them for
-/// `AXIS_RING_MASKS`.
-pub(crate) const RING_ENTRY_POINTS: [(usize, &str); 15] =
-    ring_entry_points!(3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
 
 /// Positions along the axis each thread of the ring design computes for an axis of `len`:
 /// the axis spread over the block's strips, at most 256 (longer axes take several tiles).
@@ -148,19 +138,25 @@ impl Session<'_> {
         let wide = size_of::<R>() == 8;
         // The ring design where its warps read whole 128-byte rows of lines, for the mask
         // lengths it is compiled for, in `f32`.
-        let ring = RING_ENTRY_POINTS
-            .iter()
-            .find(|&&(n, _)| n == taps.len() && inner >= 32 && !wide)
-            .map(|&(_, name)| name);
-        let entry_point = match (ring, staged, wide) {
-            (Some(name), _, _) => name,
-            (None, true, false) => "axis_staged",
-            (None, true, true) => "axis_staged_f64",
-            (None, false, false) => "axis_direct",
-            (None, false, true) => "axis_direct_f64",
+        let ring = (inner >= 32 && !wide)
+            .then(|| {
+                specialised(
+                    Family::AxisRing,
+                    Shape::Taps,
+                    taps.len(),
+                    None,
+                    Storage::F32,
+                )
+            })
+            .flatten();
+        let family = if staged {
+            Family::AxisStaged
+        } else {
+            Family::AxisDirect
         };
+        let entry = ring.unwrap_or(KernelId::new(family, Shape::Any, None, R::STORAGE));
         let mask = if ring.is_some() {
-            self.set_constant_mask(entry_point, &taps)?;
+            self.set_constant_mask(entry, &taps)?;
             None
         } else {
             Some(self.upload(&taps)?)
@@ -210,7 +206,7 @@ impl Session<'_> {
             // length); `p` describes the array and this grid's blocks; 256 threads with the
             // staged design's shared memory, within the device's limit (checked above).
             unsafe {
-                self.launch_async(self.stream(), entry_point, config, |args| {
+                self.launch_async(self.stream(), entry, config, |args| {
                     args.arg(input);
                     if let Some(mask) = &mask {
                         args.arg(mask);

@@ -68,7 +68,7 @@ impl<I: Element, O: Element<Real = I::Real>> BandWork for SignalBands<'_, '_, I,
     fn describe(&self, band: &Band) -> String {
         format!(
             "kernel `{}` on elements {}..{} of a signal of {}",
-            self.launch.plan.entry_point,
+            self.launch.plan.entry,
             band.output.start,
             band.output.end,
             self.input.len()

@@ -7,9 +7,6 @@ pub(crate) mod reference;
 mod register_tiled;
 mod textbook;
 
-#[cfg(test)]
-pub(crate) use register_tiled::REGISTER_ENTRY_POINTS_1D;
-
 use crate::abi::Conv1dParams;
 use crate::device::DeviceInfo;
 use crate::element::{Element, Real};
@@ -193,7 +190,7 @@ impl Engine {
         // above hold `len` elements, the mask is where the plan put it.
         unsafe {
             session.run_conv(
-                plan.entry_point,
+                plan.entry,
                 &mut buffers,
                 blocks,
                 max_grid,
@@ -260,7 +257,7 @@ pub(crate) unsafe fn enqueue1d<R: DeviceRepr>(
         // SAFETY: the grid meets the conv1d kernels' contract (`grid1d`), and the buffers and
         // mask are as the caller's contract says.
         unsafe {
-            session.launch_async(stream, plan.entry_point, config, |args| {
+            session.launch_async(stream, plan.entry, config, |args| {
                 args.arg(input);
                 if let Some(mask) = mask {
                     args.arg(mask);

@@ -4,18 +4,21 @@
 use crate::abi::{REGISTER_THREADS_1D, register_outputs_1d, register_shared_words_1d};
 use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
+use crate::kernels::{sizes, specialised};
 use crate::options::Kernel;
 use crate::plan::{LaunchPlan, check_block};
+use crate::registry::{Family, KernelId, Shape, Storage};
 
-/// The register-tiled 1D entry points: `(mask length, name)`, as `conv-kernels` declares them.
-pub(crate) const REGISTER_ENTRY_POINTS_1D: [(u32, &str); 6] = [
-    (3, "conv1d_register_tiled_m3"),
-    (5, "conv1d_register_tiled_m5"),
-    (7, "conv1d_register_tiled_m7"),
-    (9, "conv1d_register_tiled_m9"),
-    (15, "conv1d_register_tiled_m15"),
-    (31, "conv1d_register_tiled_m31"),
-];
+/// The register-tiled 1D kernel for `mask_len` taps, if one is compiled.
+fn register_kernel(mask_len: usize) -> Option<KernelId> {
+    specialised(
+        Family::Conv1dRegisterTiled,
+        Shape::Taps,
+        mask_len,
+        None,
+        Storage::F32,
+    )
+}
 
 /// Outputs per block of the register-tiled kernel for `mask_len` taps.
 fn outputs_per_block(mask_len: usize) -> usize {
@@ -26,9 +29,7 @@ fn outputs_per_block(mask_len: usize) -> usize {
 /// register-tiled kernel: where one is compiled for that length and the signal fills the device
 /// ([`register_fills_device`]).
 pub(super) fn auto_prefers(device: &DeviceInfo, (len, mask_len): (usize, usize)) -> bool {
-    REGISTER_ENTRY_POINTS_1D
-        .iter()
-        .any(|&(m, _)| m as usize == mask_len)
+    register_kernel(mask_len).is_some()
         && register_fills_device(
             len,
             outputs_per_block(mask_len),
@@ -38,12 +39,9 @@ pub(super) fn auto_prefers(device: &DeviceInfo, (len, mask_len): (usize, usize))
 
 /// Plans the register-tiled kernel for `mask_len` taps, or explains why it does not apply.
 pub(super) fn plan(device: &DeviceInfo, mask_len: usize, tile: Option<u32>) -> Result<LaunchPlan> {
-    let register = REGISTER_ENTRY_POINTS_1D
-        .iter()
-        .find(|&&(m, _)| m as usize == mask_len);
     let invalid = ConvError::invalid_launch("conv1d_register_tiled");
-    let &(_, entry_point) = register.ok_or_else(|| {
-        let lengths: Vec<u32> = REGISTER_ENTRY_POINTS_1D.iter().map(|&(m, _)| m).collect();
+    let entry = register_kernel(mask_len).ok_or_else(|| {
+        let lengths = sizes(Family::Conv1dRegisterTiled);
         invalid(format!(
             "no register-tiled 1D kernel for {mask_len} taps (compiled for {lengths:?})"
         ))
@@ -55,15 +53,10 @@ pub(super) fn plan(device: &DeviceInfo, mask_len: usize, tile: Option<u32>) -> R
     }
     let output_tile = outputs_per_block(mask_len) as u32;
     let shared_floats = register_shared_words_1d(mask_len as u64);
-    check_block(
-        device,
-        entry_point,
-        (REGISTER_THREADS_1D, 1),
-        shared_floats * 4,
-    )?;
+    check_block(device, entry, (REGISTER_THREADS_1D, 1), shared_floats * 4)?;
     Ok(LaunchPlan {
         kernel: Kernel::RegisterTiled,
-        entry_point,
+        entry,
         block: (REGISTER_THREADS_1D, 1),
         output_tile: (output_tile, 1),
         shared_memory_bytes: shared_floats as u32 * 4,

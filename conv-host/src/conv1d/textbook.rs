@@ -5,29 +5,11 @@ use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::options::Kernel;
-use crate::plan::{EntryPoints, LaunchPlan, check_block, has_f64_kernels};
+use crate::plan::{LaunchPlan, check_block, has_f64_kernels, select_textbook};
+use crate::registry::{Family, Storage, Textbook};
 
 /// Threads per block when the options' tile is `None`.
 pub const DEFAULT_TILE_1D: u32 = 256;
-
-const ENTRY_POINTS: EntryPoints = EntryPoints {
-    basic: "conv1d_basic",
-    constant: "conv1d_constant_mask",
-    tiled: "conv1d_tiled",
-    tiled_global_mask: "conv1d_tiled_global_mask",
-    tiled_l2: "conv1d_tiled_l2",
-    tiled_l2_global_mask: "conv1d_tiled_l2_global_mask",
-};
-
-/// The same designs' `f64` instantiations.
-const ENTRY_POINTS_F64: EntryPoints = EntryPoints {
-    basic: "conv1d_basic_f64",
-    constant: "conv1d_constant_mask_f64",
-    tiled: "conv1d_tiled_f64",
-    tiled_global_mask: "conv1d_tiled_global_mask_f64",
-    tiled_l2: "conv1d_tiled_l2_f64",
-    tiled_l2_global_mask: "conv1d_tiled_l2_global_mask_f64",
-};
 
 /// Plans an `f64` operation: the textbook designs are the ones with `f64` kernels, `Auto`
 /// choosing among them as for `f32`.
@@ -41,7 +23,7 @@ pub(super) fn plan_f64(
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
     has_f64_kernels(kernel, "conv1d")?;
-    plan_typed(device, mask_len, kernel, tile, (&ENTRY_POINTS_F64, 8))
+    plan_typed(device, mask_len, kernel, tile, (Storage::F64, 8))
 }
 
 /// Plans a textbook design for a mask of `mask_len` taps (`Auto`: the tiled kernel from 10 taps
@@ -52,16 +34,16 @@ pub(super) fn plan(
     kernel: Kernel,
     tile: Option<u32>,
 ) -> Result<LaunchPlan> {
-    plan_typed(device, mask_len, kernel, tile, (&ENTRY_POINTS, 4))
+    plan_typed(device, mask_len, kernel, tile, (Storage::F32, 4))
 }
 
-/// [`plan`] for the entry points `table` of elements of `bytes` bytes.
+/// [`plan`] for kernels over `storage`, elements of `bytes` bytes.
 fn plan_typed(
     device: &DeviceInfo,
     mask_len: usize,
     kernel: Kernel,
     tile: Option<u32>,
-    (table, bytes): (&EntryPoints, u64),
+    (storage, bytes): (Storage, u64),
 ) -> Result<LaunchPlan> {
     let fits = mask_len.saturating_mul(bytes as usize) <= MASK_CAPACITY * 4;
     let tile = tile.unwrap_or(DEFAULT_TILE_1D);
@@ -80,19 +62,19 @@ fn plan_typed(
         }
         other => other,
     };
-    let (kernel, entry_point) = table.select(kernel, fits);
+    let (kernel, entry) = select_textbook(Family::Conv1d, storage, kernel, fits);
     let shared_elements = match kernel {
         Kernel::Tiled => u64::from(tile) + mask_len as u64 - 1,
         Kernel::TiledL2 => u64::from(tile),
         _ => 0,
     };
-    check_block(device, entry_point, (tile, 1), shared_elements * bytes)?;
+    check_block(device, entry, (tile, 1), shared_elements * bytes)?;
     Ok(LaunchPlan {
         kernel,
-        entry_point,
+        entry,
         block: (tile, 1),
         output_tile: (tile, 1),
         shared_memory_bytes: (shared_elements * bytes) as u32,
-        mask_in_constant_memory: fits && entry_point != table.basic,
+        mask_in_constant_memory: fits && entry.family() != Family::Conv1d(Textbook::Basic),
     })
 }

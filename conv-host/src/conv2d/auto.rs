@@ -72,7 +72,7 @@ pub(super) fn plan(
                 && cols > 1
                 && (separable::has_wide_kernel((rows, cols), channels)
                     || general_separable_wins(rows, cols)
-                    || register_tiled::register_entry_point(device, (rows, cols), channels)
+                    || register_tiled::register_kernel(device, (rows, cols), channels)
                         .is_none())
                 && separable::factor(mask).is_some() =>
         {
@@ -178,13 +178,20 @@ fn general_separable_pays_off(outputs: usize, taps: usize, multiprocessors: u32)
 mod tests {
     use super::*;
     use crate::abi::{WIDE_BLOCK, WIDE_OUTPUTS, WIDE_ROWS};
+    use crate::registry::{Family, KernelId, Shape, Storage};
 
+    /// Auto leaves the wide register-tiled kernel for images that give it fewer blocks than a
     /// fifth of the SMs.
     #[test]
     fn wide_kernel_needs_a_block_per_five_sms() {
         let wide = LaunchPlan {
             kernel: Kernel::RegisterTiled,
-            entry_point: "conv2d_register_tiled_wide_w31_c1",
+            entry: KernelId::new(
+                Family::Conv2dRegisterTiledWide,
+                Shape::Width(31),
+                Some(1),
+                Storage::F32,
+            ),
             block: WIDE_BLOCK,
             output_tile: (WIDE_BLOCK.0 * WIDE_OUTPUTS, WIDE_BLOCK.1 * WIDE_ROWS),
             shared_memory_bytes: 0,
@@ -204,6 +211,7 @@ mod tests {
         ));
     }
 
+    /// Small images with rank-1 masks no wide separable kernel covers go to the seeds (132
     /// SMs: the line is 3.96 million multiply-adds of the tiled kernel).
     #[test]
     fn general_separable_needs_work_for_the_tiled_kernel_to_lose() {
@@ -216,6 +224,7 @@ mod tests {
         assert!(general_separable_pays_off(usize::MAX, usize::MAX, u32::MAX));
     }
 
+    /// The measured shapes `general_separable_wins` was fitted on (H100, 8192^2), each on the
     /// side of its faster kernel but 7 x 9 (2% slower on the separable side).
     #[test]
     fn general_separable_wins_only_for_large_masks() {

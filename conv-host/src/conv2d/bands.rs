@@ -103,7 +103,7 @@ where
     fn describe(&self, band: &Band) -> String {
         format!(
             "kernel `{}` on rows {}..{} of a {} x {} x {} image",
-            self.native.unwrap_or(self.launch.plan).entry_point,
+            self.native.unwrap_or(self.launch.plan).entry,
             band.output.start,
             band.output.end,
             self.shape.height,

@@ -2,7 +2,6 @@
 //! for the strip designs, tensor maps for the tensor-copy designs, and the grids, as many as
 //! the image's height needs.
 
-use super::register_tiled::STREAM_ENTRY_POINTS;
 use super::separable::Along;
 use super::{Mask2d, register_tiled, register_tiled_tma, separable, separable_tma};
 use crate::abi::{
@@ -15,6 +14,7 @@ use crate::engine::Engine;
 use crate::error::{ConvError, Result};
 use crate::options::{BoundaryMode, Kernel};
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
+use crate::registry::Family;
 use crate::session::Session;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtr, DeviceRepr, LaunchConfig,
@@ -183,12 +183,8 @@ impl Grid2d {
 
 /// Input rows per step of the strip designs, `None` for the others.
 fn strip_step(plan: &LaunchPlan) -> Option<u32> {
-    // A native kernel's steps are its `f32` kernel's.
-    let plan = &LaunchPlan {
-        entry_point: register_tiled::f32_entry_point(plan.entry_point),
-        ..plan.clone()
-    };
-    if let Some(rows) = register_tiled::stream_step_rows(plan.entry_point) {
+    // A native kernel's steps are its `f32` kernel's: the family says them.
+    if let Some(rows) = register_tiled::stream_step_rows(plan.entry) {
         Some(rows)
     } else if separable::is_pair(plan) {
         Some(SEPARABLE_WIDE_PAIR_STEP_ROWS)
@@ -259,7 +255,7 @@ pub(super) unsafe fn enqueue2d<R: DeviceRepr>(
         return unsafe {
             session.launch_volume(
                 stream,
-                plan.entry_point,
+                plan.entry,
                 (blocks, u64::from(grid.shared_memory_bytes)),
                 taps.as_ref(),
                 |block_offset| Conv3dParams {
@@ -276,7 +272,7 @@ pub(super) unsafe fn enqueue2d<R: DeviceRepr>(
         // SAFETY: the grid meets the conv2d kernels' contract (`Grid2d::grid`), and the
         // buffers, mask and map are as the caller's contract says.
         unsafe {
-            session.launch_async(stream, plan.entry_point, config, |args| {
+            session.launch_async(stream, plan.entry, config, |args| {
                 match map {
                     Some(map) => args.arg(map),
                     None => args.arg(input),
@@ -346,7 +342,7 @@ impl Session<'_> {
         output: &mut CudaViewMut<'_, u8>,
     ) -> Result<bool> {
         let square = (mask.rows, mask.cols);
-        let stream = register_tiled::square_entry_point(STREAM_ENTRY_POINTS, square, channels);
+        let stream = register_tiled::square_kernel(Family::Conv2dStream, square, channels);
         if stream.is_none() || images > MAX_GRID_PLANES {
             return Ok(false);
         }
@@ -527,11 +523,13 @@ impl Session<'_> {
         }
         let bytes = planes * shape.height * shape.pitch * size_of::<f32>();
         if input.len() < bytes || output.len() < bytes {
-            return Err(ConvError::invalid_launch(plan.entry_point)(format!(
-                "buffers of {} and {} bytes for {bytes}",
-                input.len(),
-                output.len()
-            )));
+            return Err(ConvError::invalid_launch(plan.entry.entry_point())(
+                format!(
+                    "buffers of {} and {} bytes for {bytes}",
+                    input.len(),
+                    output.len()
+                ),
+            ));
         }
         let launch = Launch { plan, mode, clamp };
         let grid = Grid2d::planes(self, (planes as u64, shape), mask, launch)?;
@@ -581,7 +579,7 @@ impl Engine {
         // tensor-copy kernels the map set above describes the input buffer.
         unsafe {
             session.run_conv(
-                plan.entry_point,
+                plan.entry,
                 &mut buffers,
                 grid.blocks_y,
                 grid.max_grid_y,
@@ -596,53 +594,36 @@ impl Engine {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::conv2d::SEPARABLE_ENTRY_POINTS;
-    use crate::conv2d::register_tiled::{
-        NATIVE_STREAM_ELEMENTS, STREAM_ENTRY_POINTS, STREAM16_ENTRY_POINTS,
-    };
-    use crate::conv2d::separable::NATIVE_SEPARABLE_ELEMENTS;
+    use crate::registry::Storage;
 
     /// Every kernel that reads and writes a narrow type itself walks its image in the steps of
     /// its `f32` kernel, so that its blocks are as tall.
     #[test]
     fn native_kernels_walk_in_their_f32_kernels_steps() {
-        let plan = |kernel, entry_point| LaunchPlan {
+        let plan = |kernel, entry| LaunchPlan {
             kernel,
-            entry_point,
+            entry,
             block: (256, 1),
             output_tile: (256, 1),
             shared_memory_bytes: 0,
             mask_in_constant_memory: true,
         };
-        let families = [
-            (
-                Kernel::RegisterTiled,
-                STREAM_ENTRY_POINTS,
-                &NATIVE_STREAM_ELEMENTS[..],
-            ),
-            (
-                Kernel::RegisterTiled,
-                STREAM16_ENTRY_POINTS,
-                &NATIVE_STREAM_ELEMENTS,
-            ),
-            (
-                Kernel::Separable,
-                SEPARABLE_ENTRY_POINTS,
-                &NATIVE_SEPARABLE_ELEMENTS,
-            ),
-        ];
+        let kernel = |family| match family {
+            Family::Conv2dSeparableWide => Some(Kernel::Separable),
+            Family::Conv2dStream | Family::Conv2dStream16 => Some(Kernel::RegisterTiled),
+            _ => None,
+        };
         let mut native = 0;
-        for (kernel, table, types) in families {
-            for &(_, _, name) in table {
-                let step = strip_step(&plan(kernel, name));
-                assert!(step.is_some(), "{name}");
-                for t in types {
-                    let Some(entry) = crate::kernels::entry_point(&format!("{name}_{t}")) else {
-                        continue;
-                    };
-                    assert_eq!(strip_step(&plan(kernel, entry)), step, "{entry}");
-                    native += 1;
-                }
+        for entry in crate::kernels::entries() {
+            let id = entry.id;
+            let Some(kernel) = kernel(id.family()) else {
+                continue;
+            };
+            let step = strip_step(&plan(kernel, id.with_storage(Storage::F32)));
+            assert!(step.is_some(), "{}", entry.name);
+            if id.storage() != Storage::F32 {
+                assert_eq!(strip_step(&plan(kernel, id)), step, "{}", entry.name);
+                native += 1;
             }
         }
         assert!(native >= 48, "{native} native kernels");

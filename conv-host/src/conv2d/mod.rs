@@ -1,23 +1,6 @@
 //! 2D correlation and convolution of images: single-channel `H x W` arrays and interleaved
 //! `H x W x C` arrays, one mask applied to every channel.
 
-/// The table `(size, channels, name)` of a family of 2D entry points that `conv-kernels`
-/// declares for the given sizes x `REGISTER_CHANNELS` (1, 3, 4), named
-/// `{prefix}{size}_c{channels}` (a unit test checks the tables against the abi's sizes); with
-/// `one channel:`, the table `(size, name)` of the entry points `{prefix}{size}`.
-macro_rules! entry_point_table {
-    ($prefix:literal, one channel: $($size:literal),+ $(,)?) => {
-        [$(($size, concat!($prefix, stringify!($size)))),+]
-    };
-    ($prefix:literal: $($size:literal),+ $(,)?) => {
-        [$(
-            ($size, 1, concat!($prefix, stringify!($size), "_c1")),
-            ($size, 3, concat!($prefix, stringify!($size), "_c3")),
-            ($size, 4, concat!($prefix, stringify!($size), "_c4")),
-        )+]
-    };
-}
-
 mod auto;
 mod bands;
 mod device;
@@ -32,23 +15,10 @@ mod textbook;
 
 pub(crate) use launch::MAX_GRID_PLANES;
 pub(crate) use register_tiled::native_types;
-#[cfg(test)]
-pub(crate) use register_tiled::{
-    NATIVE_STREAM_ELEMENTS, STREAM_ENTRY_POINTS, STREAM16_ENTRY_POINTS, WIDE_ENTRY_POINTS,
-};
-#[cfg(test)]
-pub(crate) use register_tiled_tma::ENTRY_POINTS as REGISTER_TILED_TMA_ENTRY_POINTS;
 pub(crate) use separable::Along;
 pub use separable::SEPARABLE_TOLERANCE;
 pub(crate) use separable::factor;
 pub(crate) use separable::has_wide_kernel as has_wide_separable_kernel;
-#[cfg(test)]
-pub(crate) use separable::{
-    COLUMN_ENTRY_POINTS, NATIVE_SEPARABLE_ELEMENTS, PAIR_ENTRY_POINTS, ROW_ENTRY_POINTS,
-    SEPARABLE_ENTRY_POINTS,
-};
-#[cfg(test)]
-pub(crate) use separable_tma::ENTRY_POINTS as SEPARABLE_TMA_ENTRY_POINTS;
 
 use crate::abi::Conv2dParams;
 use crate::device_array::DeviceDim;
@@ -263,7 +233,7 @@ impl Engine {
         {
             // The kernel reads the factors in place of the taps (the plan found them).
             mask.values = separable::factor(mask).ok_or(ConvError::InvalidLaunch {
-                kernel: plan.entry_point,
+                kernel: plan.entry.entry_point(),
                 reason: "the mask is not separable".into(),
             })?;
         }

@@ -5,79 +5,64 @@
 use super::separable;
 use crate::abi::{
     MASK_CAPACITY, REGISTER_CHANNELS, SEPARABLE_THREADS, SEPARABLE_WIDE_CHUNK_ROWS,
-    SEPARABLE_WIDE_STRIP, STREAM_MASKS, STREAM_SHORT_STEP_MASKS, STREAM_SHORT_STEP_ROWS,
-    StreamLayout, WIDE_BLOCK, WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
+    SEPARABLE_WIDE_STRIP, STREAM_MASKS, STREAM_SHORT_STEP_ROWS, StreamLayout, WIDE_BLOCK,
+    WIDE_MASK_WIDTHS, WIDE_OUTPUTS, WIDE_ROWS, wide_row_words,
 };
 use crate::device::DeviceInfo;
 use crate::element::Element;
 use crate::error::{ConvError, Result};
+use crate::kernels::{compiled, specialised};
 use crate::options::Kernel;
 use crate::plan::{LaunchPlan, check_block};
+use crate::registry::{Family, KernelId, Shape, Storage};
 
-/// The wide register-tiled entry points: `(mask width, channels, name)`, as `conv-kernels`
-/// declares them for `WIDE_MASK_WIDTHS x REGISTER_CHANNELS`.
-pub(crate) const WIDE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_table!(
-    "conv2d_register_tiled_wide_w": 1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
-
-/// The register-tiled entry point for this mask and channel count on `device`, if one was
-/// compiled: the streaming design for square masks of `STREAM_MASKS` (in steps of 16 rows where
-/// `short_stream_steps_pay_off`), else the wide design for masks of `WIDE_MASK_WIDTHS` columns
-/// (any height).
-pub(super) fn register_entry_point(
+/// The register-tiled kernel for this mask and channel count on `device`, if one is compiled:
+/// the streaming design for square masks (in steps of 16 rows where
+/// `short_stream_steps_pay_off`), else the wide design for the mask's width (any height).
+pub(super) fn register_kernel(
     device: &DeviceInfo,
     mask: (usize, usize),
     channels: usize,
-) -> Option<&'static str> {
+) -> Option<KernelId> {
     short_stream_steps_pay_off(device, size_of::<f32>())
-        .then(|| square_entry_point(STREAM16_ENTRY_POINTS, mask, channels))
+        .then(|| square_kernel(Family::Conv2dStream16, mask, channels))
         .flatten()
-        .or_else(|| square_entry_point(STREAM_ENTRY_POINTS, mask, channels))
+        .or_else(|| square_kernel(Family::Conv2dStream, mask, channels))
         .or_else(|| {
-            WIDE_ENTRY_POINTS
-                .iter()
-                .find(|&&(w, c, _)| mask.1 == w as usize && channels == c as usize)
-                .map(|&(_, _, name)| name)
+            let wide = Family::Conv2dRegisterTiledWide;
+            specialised(wide, Shape::Width, mask.1, Some(channels), Storage::F32)
         })
 }
 
-/// The streaming entry points in steps of 32 rows: `(mask size, channels, name)`, as
-/// `conv-kernels` declares them for `STREAM_MASKS x REGISTER_CHANNELS`.
-pub(crate) const STREAM_ENTRY_POINTS: &[(u32, u32, &str)] =
-    &entry_point_table!("conv2d_register_tiled_stream_m": 3, 5, 7, 9);
+/// The `f32` kernel of `family` for a square mask of that size and that channel count, if one
+/// is compiled.
+pub(crate) fn square_kernel(
+    family: Family,
+    (rows, cols): (usize, usize),
+    channels: usize,
+) -> Option<KernelId> {
+    (rows == cols)
+        .then(|| specialised(family, Shape::Square, rows, Some(channels), Storage::F32))
+        .flatten()
+}
 
-/// The streaming entry points in steps of 16 rows, for `STREAM_SHORT_STEP_MASKS x
-/// REGISTER_CHANNELS`.
-pub(crate) const STREAM16_ENTRY_POINTS: &[(u32, u32, &str)] =
-    &entry_point_table!("conv2d_register_tiled_stream16_m": 3, 5);
-
-/// Element types the streaming kernels of the memory-bound masks (`STREAM_SHORT_STEP_MASKS`)
-/// also read and write themselves, input and output of one type: the entry points of the
-/// `f32` kernels, suffixed `_u8`, `_u16`, `_f16` or `_bf16`.
-pub(crate) const NATIVE_STREAM_ELEMENTS: [&str; 4] = ["u8", "u16", "f16", "bf16"];
-
-/// Whether some kernels read `I` and write `O` themselves: one type of
-/// [`NATIVE_STREAM_ELEMENTS`] or of `NATIVE_SEPARABLE_ELEMENTS`.
+/// Whether some kernels read `I` and write `O` themselves: one narrow type in and out.
 pub(crate) fn native_types<I: Element, O: Element>() -> bool {
-    I::NAME == O::NAME
-        && (NATIVE_STREAM_ELEMENTS.contains(&I::NAME)
-            || super::separable::NATIVE_SEPARABLE_ELEMENTS.contains(&I::NAME))
+    I::STORAGE == O::STORAGE && Storage::NARROW.contains(&I::STORAGE)
 }
 
-/// Whether a streaming kernel reads and writes narrow images for this mask and channel count:
-/// square masks of `STREAM_SHORT_STEP_MASKS` over `REGISTER_CHANNELS`.
-pub(super) fn has_native_stream_kernel((rows, cols): (usize, usize), channels: usize) -> bool {
-    rows == cols
-        && STREAM_SHORT_STEP_MASKS.contains(&(rows as u32))
-        && REGISTER_CHANNELS.contains(&(channels as u32))
+/// Whether a streaming kernel reads and writes narrow images for this mask and channel count.
+pub(super) fn has_native_stream_kernel(mask: (usize, usize), channels: usize) -> bool {
+    square_kernel(Family::Conv2dStream, mask, channels)
+        .is_some_and(|id| compiled(id.with_storage(Storage::U8)).is_some())
 }
 
-/// The plan of `plan`'s kernel on images of `I` in and out on `device` where one was compiled
-/// (the streaming kernels for [`NATIVE_STREAM_ELEMENTS`], the wide separable ones for `u8` and
-/// `u16`): the `f32` kernel's plan (block, tile and shared memory are the same) with that
-/// entry point, in steps of 16 rows where [`short_steps_for`] says so for `I`. Without it, a
-/// `u8` image moves 18 bytes per element through device memory instead of 2: widened to `f32`,
-/// filtered, narrowed.
+/// The plan of `plan`'s kernel on images of `I` in and out on `device` where one is compiled
+/// (the streaming kernels of the memory-bound masks for the narrow types, the wide separable
+/// ones for `u8` and `u16`): the `f32` kernel's plan (block, tile and shared memory are the
+/// same) with that kernel, in steps of 16 rows where [`short_steps_for`] says so for `I`.
+/// Without it, a `u8` image moves 18 bytes per element through device memory instead of 2:
+/// widened to `f32`, filtered, narrowed.
 pub(crate) fn native_plan<I: Element, O: Element>(
     plan: &LaunchPlan,
     device: &DeviceInfo,
@@ -86,21 +71,8 @@ pub(crate) fn native_plan<I: Element, O: Element>(
         return None;
     }
     let plan = short_steps_for::<I>(plan, device).unwrap_or_else(|| plan.clone());
-    let entry_point = crate::kernels::entry_point(&format!("{}_{}", plan.entry_point, I::NAME))?;
-    Some(LaunchPlan {
-        entry_point,
-        ..plan
-    })
-}
-
-/// The entry point of the `f32` kernel whose native instance is `entry_point` (the name
-/// without its element type's suffix), or `entry_point` itself: a native kernel walks its
-/// image as its `f32` kernel does.
-pub(crate) fn f32_entry_point(entry_point: &str) -> &str {
-    NATIVE_STREAM_ELEMENTS
-        .iter()
-        .find_map(|t| entry_point.strip_suffix(t)?.strip_suffix('_'))
-        .unwrap_or(entry_point)
+    let entry = compiled(plan.entry.with_storage(I::STORAGE))?;
+    Some(LaunchPlan { entry, ..plan })
 }
 
 /// The 16-row steps of a streaming plan in 32-row steps, for images of 16-bit elements
@@ -112,35 +84,43 @@ pub(crate) fn f32_entry_point(entry_point: &str) -> &str {
 /// 0.1315 against 0.1424 ms. `u8` images keep the `f32` plan's steps: 0.97 to 1.03 of the time
 /// either way, the 8192^2 x 3 5 x 5 image 3% slower in short steps (PERFORMANCE.md).
 fn short_steps_for<I: Element>(plan: &LaunchPlan, device: &DeviceInfo) -> Option<LaunchPlan> {
-    if size_of::<I>() != 2 || !short_stream_steps_pay_off(device, size_of::<I>()) {
+    if size_of::<I>() != 2
+        || !short_stream_steps_pay_off(device, size_of::<I>())
+        || plan.entry.family() != Family::Conv2dStream
+    {
         return None;
     }
-    let &(m, c, _) = STREAM_ENTRY_POINTS
-        .iter()
-        .find(|&&(_, _, name)| name == plan.entry_point)?;
-    let entry_point =
-        square_entry_point(STREAM16_ENTRY_POINTS, (m as usize, m as usize), c as usize)?;
-    let layout = StreamLayout::new(u64::from(m), u64::from(c), STREAM_SHORT_STEP_ROWS);
+    let (shape, channels) = (plan.entry.shape(), plan.entry.channels());
+    let entry = compiled(KernelId::new(
+        Family::Conv2dStream16,
+        shape,
+        channels,
+        Storage::F32,
+    ))?;
+    let layout = StreamLayout::new(
+        u64::from(shape.size()?),
+        u64::from(channels?),
+        STREAM_SHORT_STEP_ROWS,
+    );
     Some(LaunchPlan {
-        entry_point,
+        entry,
         shared_memory_bytes: (layout.words * 4) as u32,
         ..plan.clone()
     })
 }
 
-/// Input rows per step of the streaming kernel `entry_point`, or `None` for another kernel.
-pub(super) fn stream_step_rows(entry_point: &str) -> Option<u32> {
-    let listed = |table: &[(u32, u32, &str)]| table.iter().any(|&(_, _, name)| name == entry_point);
-    if listed(STREAM16_ENTRY_POINTS) {
-        Some(STREAM_SHORT_STEP_ROWS as u32)
-    } else {
-        listed(STREAM_ENTRY_POINTS).then_some(SEPARABLE_WIDE_CHUNK_ROWS)
+/// Input rows per step of the streaming kernel `entry`, or `None` for another kernel.
+pub(super) fn stream_step_rows(entry: KernelId) -> Option<u32> {
+    match entry.family() {
+        Family::Conv2dStream16 => Some(STREAM_SHORT_STEP_ROWS as u32),
+        Family::Conv2dStream => Some(SEPARABLE_WIDE_CHUNK_ROWS),
+        _ => None,
     }
 }
 
 /// Whether `plan` runs a streaming kernel.
 pub(super) fn is_stream(plan: &LaunchPlan) -> bool {
-    stream_step_rows(plan.entry_point).is_some()
+    stream_step_rows(plan.entry).is_some()
 }
 
 /// Device-memory bytes per SM and SM clock cycle, at their peaks, from which the 3 x 3 and 5 x
@@ -175,19 +155,6 @@ fn wide_shared_bytes(threads_y: u32, rows: usize, cols: usize, channels: usize) 
     staged_rows * wide_row_words(cols as u64, channels as u64) * 4
 }
 
-/// The entry point of `table` (`(mask size, channels, name)`) for a square mask of that size and
-/// that channel count.
-pub(crate) fn square_entry_point(
-    table: &[(u32, u32, &'static str)],
-    (rows, cols): (usize, usize),
-    channels: usize,
-) -> Option<&'static str> {
-    table
-        .iter()
-        .find(|&&(m, c, _)| rows == m as usize && cols == m as usize && channels == c as usize)
-        .map(|&(_, _, name)| name)
-}
-
 /// Plans the register-tiled design, or explains why it does not apply.
 pub(super) fn plan(
     device: &DeviceInfo,
@@ -196,14 +163,14 @@ pub(super) fn plan(
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     let invalid = ConvError::invalid_launch("conv2d_register_tiled");
-    let entry_point = register_entry_point(device, (rows, cols), channels).ok_or_else(|| {
+    let entry = register_kernel(device, (rows, cols), channels).ok_or_else(|| {
         invalid(format!(
             "no register-tiled kernel for a {rows} x {cols} mask with {channels} channel(s): it is \
              compiled for square masks of {STREAM_MASKS:?} and masks {WIDE_MASK_WIDTHS:?} \
              wide, with {REGISTER_CHANNELS:?} channels"
         ))
     })?;
-    let stream_steps = stream_step_rows(entry_point);
+    let stream_steps = stream_step_rows(entry);
     let block = if stream_steps.is_some() {
         (SEPARABLE_THREADS, 1)
     } else {
@@ -236,10 +203,10 @@ pub(super) fn plan(
         let bytes = wide_shared_bytes(block.1, rows, cols, channels);
         ((block.0 * WIDE_OUTPUTS, block.1 * WIDE_ROWS), bytes)
     };
-    check_block(device, entry_point, block, shared_bytes)?;
+    check_block(device, entry, block, shared_bytes)?;
     Ok(LaunchPlan {
         kernel: Kernel::RegisterTiled,
-        entry_point,
+        entry,
         block,
         output_tile,
         shared_memory_bytes: shared_bytes as u32,
@@ -250,70 +217,12 @@ pub(super) fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::abi::{SEPARABLE_MASKS, STREAM_SHORT_STEP_MASKS};
-    use crate::conv2d::{REGISTER_TILED_TMA_ENTRY_POINTS, SEPARABLE_ENTRY_POINTS};
+    use crate::abi::STREAM_SHORT_STEP_MASKS;
 
-    /// must list exactly the kernels `conv-kernels` declares for the abi's sizes, by its names.
-    #[test]
-    fn entry_point_tables_match_the_compiled_sizes() {
-        let expected = |sizes: &[u32], prefix: &str| -> Vec<(u32, u32, String)> {
-            sizes
-                .iter()
-                .flat_map(|&m| REGISTER_CHANNELS.iter().map(move |&c| (m, c)))
-                .map(|(m, c)| (m, c, format!("conv2d_{prefix}{m}_c{c}")))
-                .collect()
-        };
-        let listed = |table: &[(u32, u32, &str)]| -> Vec<(u32, u32, String)> {
-            table
-                .iter()
-                .map(|&(m, c, n)| (m, c, n.to_string()))
-                .collect()
-        };
-        assert_eq!(
-            listed(WIDE_ENTRY_POINTS),
-            expected(&WIDE_MASK_WIDTHS, "register_tiled_wide_w")
-        );
-        assert_eq!(
-            listed(STREAM_ENTRY_POINTS),
-            expected(&STREAM_MASKS, "register_tiled_stream_m")
-        );
-        assert_eq!(
-            listed(STREAM16_ENTRY_POINTS),
-            expected(&STREAM_SHORT_STEP_MASKS, "register_tiled_stream16_m")
-        );
-        assert_eq!(
-            listed(SEPARABLE_ENTRY_POINTS),
-            expected(&crate::abi::SEPARABLE_MASKS, "separable_wide_m")
-        );
-        for (table, sizes, prefix) in [
-            (
-                &crate::conv2d::ROW_ENTRY_POINTS[..],
-                &SEPARABLE_MASKS[..],
-                "row",
-            ),
-            (
-                &crate::conv2d::COLUMN_ENTRY_POINTS,
-                &SEPARABLE_MASKS,
-                "column",
-            ),
-            (&crate::conv2d::PAIR_ENTRY_POINTS, &SEPARABLE_MASKS, "pair"),
-        ] {
-            let expected: Vec<(u32, String)> = sizes
-                .iter()
-                .map(|&m| (m, format!("conv2d_separable_wide_{prefix}_m{m}")))
-                .collect();
-            let listed: Vec<(u32, String)> = table
-                .iter()
-                .map(|&(m, n)| (m as u32, n.to_string()))
-                .collect();
-            assert_eq!(listed, expected);
-        }
-        assert_eq!(
-            listed(REGISTER_TILED_TMA_ENTRY_POINTS),
-            expected(&STREAM_MASKS, "register_tiled_tma_m")
-        );
-    }
-
+    /// A streaming pass thread `c < 64` reads the quads of its window (elements from `4c` on,
+    /// `4 + (M - 1) C` of them, rounded up to quads) from a ring row: they must lie within the
+    /// row, cover the window, and the blocks per SM that the build asks for (four in steps of
+    /// 16 rows, three in steps of 32) must fit a Hopper SM (228 KiB) with their ring and
     /// column table.
     #[test]
     fn stream_windows_stay_in_their_rows() {
@@ -341,6 +250,8 @@ mod tests {
         }
     }
 
+    /// The 3 x 3 and 5 x 5 masks run in steps of 16 rows on an H200, in steps of 32 on an H100
+    /// and on a GPU whose driver does not give the memory's clock; the other sizes always in
     /// steps of 32.
     #[test]
     fn short_stream_steps_follow_the_memory_speed() {
@@ -357,7 +268,7 @@ mod tests {
         assert!((h100.peak_memory_bandwidth() - 3.35e12).abs() < 0.01e12);
         assert!((h200.peak_memory_bandwidth() - 4.81e12).abs() < 0.01e12);
         let steps = |device: &DeviceInfo, m: usize, c: usize| {
-            stream_step_rows(register_entry_point(device, (m, m), c).unwrap())
+            register_kernel(device, (m, m), c).and_then(stream_step_rows)
         };
         for c in [1, 3, 4] {
             for m in [3, 5] {
@@ -385,15 +296,15 @@ mod tests {
         for c in [1, 3, 4] {
             for m in [3, 5] {
                 let plan = plan(&h100, (m, m), c, None).unwrap();
-                assert_eq!(stream_step_rows(plan.entry_point), Some(32));
+                assert_eq!(stream_step_rows(plan.entry), Some(32));
                 let native = |plan: &LaunchPlan, device: &DeviceInfo| {
                     let u16_plan = native_plan::<u16, u16>(plan, device).unwrap();
                     let u8_plan = native_plan::<u8, u8>(plan, device).unwrap();
-                    (u16_plan, u8_plan.entry_point)
+                    (u16_plan, u8_plan.entry.entry_point())
                 };
                 let (u16_plan, u8_entry) = native(&plan, &h100);
                 assert_eq!(
-                    u16_plan.entry_point,
+                    u16_plan.entry.entry_point(),
                     format!("conv2d_register_tiled_stream16_m{m}_c{c}_u16")
                 );
                 let short = StreamLayout::new(m as u64, c as u64, STREAM_SHORT_STEP_ROWS);
@@ -404,7 +315,7 @@ mod tests {
                 );
                 let (u16_plan, _) = native(&plan, &slow);
                 assert_eq!(
-                    u16_plan.entry_point,
+                    u16_plan.entry.entry_point(),
                     format!("conv2d_register_tiled_stream_m{m}_c{c}_u16")
                 );
                 assert!(native_plan::<f32, f32>(&plan, &h100).is_none());
@@ -412,6 +323,9 @@ mod tests {
         }
     }
 
+    /// The wide kernel reads quad `q` of thread `t`'s window (first element `16 t`) at
+    /// `wide_word(16 t) + 4 q + 4 (q / 4)` and stages element `lane + 32 k` at
+    /// `wide_word(lane) + 40 k`: both must be the elements' own words, the 8 threads of a
     /// quarter-warp must read 8 different groups of 4 banks, and every read stays in the row.
     #[test]
     fn wide_rows_give_compile_time_offsets_and_no_bank_conflicts() {

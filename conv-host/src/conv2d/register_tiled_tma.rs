@@ -1,14 +1,10 @@
 //! The streaming kernels staged by Hopper's tensor copies (`Kernel::RegisterTiledTma`): when
 //! they apply (their plan is `tensor_copy::plan`), the boxes of their tensor map, and the height of their blocks.
 
-use super::register_tiled::square_entry_point;
+use super::register_tiled::square_kernel;
 use super::{Mask2d, separable};
 use crate::abi::{STREAM_COMPUTE_BOUND_FROM, STREAM_MASKS, StreamTmaLayout};
-
-/// The tensor-copy streaming entry points: `(mask size, channels, name)`, as `conv-kernels`
-/// declares them (`stream_tma.rs`, sm_90 build).
-pub(crate) const ENTRY_POINTS: &[(u32, u32, &str)] =
-    &entry_point_table!("conv2d_register_tiled_tma_m": 3, 5, 7, 9);
+use crate::registry::{Family, KernelId};
 
 /// Whether `Auto` runs a general `mask x mask` mask over an image of `pixels` pixels and
 /// `channels` channels through these kernels where they apply, rather than the streaming
@@ -30,12 +26,10 @@ pub(crate) fn auto_prefers(mask: usize, channels: usize, pixels: usize) -> bool 
 /// The tensor-copy streaming kernel for this mask over this many channels, or why none was
 /// compiled for them: a square mask of 3, 5, 7 or 9 taps over 1, 3 or 4 channels (what the
 /// device and the mode must allow besides: `tensor_copy::unsupported`).
-pub(crate) fn entry_point(
-    mask: &Mask2d,
-    channels: usize,
-) -> std::result::Result<&'static str, String> {
+pub(crate) fn kernel(mask: &Mask2d, channels: usize) -> std::result::Result<KernelId, String> {
     let (rows, cols) = (mask.rows, mask.cols);
-    let entry = square_entry_point(ENTRY_POINTS, (rows, cols), channels).ok_or_else(|| {
+    let family = Family::Conv2dStreamTma;
+    let entry = square_kernel(family, (rows, cols), channels).ok_or_else(|| {
         format!(
             "compiled for square masks of {STREAM_MASKS:?} taps over 1, 3 or 4 channels; this \
              one is {rows} x {cols} over {channels}"
@@ -130,7 +124,7 @@ mod tests {
     fn compiled_for_square_masks_of_3_to_9_over_1_3_or_4_channels() {
         for m in STREAM_MASKS {
             for c in REGISTER_CHANNELS {
-                let entry = entry_point(&centred(m as usize), c as usize);
+                let entry = kernel(&centred(m as usize), c as usize).map(KernelId::entry_point);
                 assert_eq!(
                     entry,
                     Ok(format!("conv2d_register_tiled_tma_m{m}_c{c}").as_str())
@@ -139,8 +133,8 @@ mod tests {
         }
         // What the device, the mode and the anchor must allow: `tensor_copy`'s tests.
         let mask = centred(9);
-        assert!(entry_point(&mask, 2).is_err());
-        assert!(entry_point(&centred(11), 1).is_err());
+        assert!(kernel(&mask, 2).is_err());
+        assert!(kernel(&centred(11), 1).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Separable (rank-1) 2D masks: detection, and the plan of the fused two-pass kernel.
 
 use super::Mask2d;
-use super::register_tiled::square_entry_point;
+use super::register_tiled::square_kernel;
 use crate::abi::{
     MASK_CAPACITY, SEPARABLE_THREADS, SEPARABLE_WIDE_STRIP, SeparableLayout,
     SeparableWideColumnLayout, SeparableWideLayout, SeparableWidePairLayout, separable_strip,
@@ -9,8 +9,10 @@ use crate::abi::{
 use crate::device::DeviceInfo;
 use crate::element::Real;
 use crate::error::{ConvError, Result};
+use crate::kernels::specialised;
 use crate::options::Kernel;
 use crate::plan::{LaunchPlan, check_block};
+use crate::registry::{Family, KernelId, Shape, Storage};
 
 /// How close to rank 1 a mask must be for [`Kernel::Auto`] to run it as a separable filter:
 /// every tap must equal `column[i] * row[j]` within this relative error (4 units in the last
@@ -98,39 +100,32 @@ pub(crate) fn factor<R: Real>(mask: &Mask2d<R>) -> Option<Vec<R>> {
     rank_one.then(|| row.iter().chain(&column).map(|&v| R::from_f64(v)).collect())
 }
 
-/// The separable entry point: the wide kernel specialised for square masks and channel
-/// counts, else the general one.
-fn entry_point(mask: (usize, usize), channels: usize) -> &'static str {
-    square_entry_point(SEPARABLE_ENTRY_POINTS, mask, channels).unwrap_or("conv2d_separable")
+/// The separable kernel: the wide kernel specialised for square masks and channel counts,
+/// else the general one.
+fn separable_kernel(mask: (usize, usize), channels: usize) -> KernelId {
+    square_kernel(Family::Conv2dSeparableWide, mask, channels)
+        .unwrap_or(KernelId::plain(Family::Conv2dSeparable))
 }
 
 /// Whether a wide separable kernel covers a `mask` over `channels` channels.
 pub(crate) fn has_wide_kernel(mask: (usize, usize), channels: usize) -> bool {
-    square_entry_point(SEPARABLE_ENTRY_POINTS, mask, channels).is_some()
+    square_kernel(Family::Conv2dSeparableWide, mask, channels).is_some()
 }
 
 /// Whether `plan` runs a wide separable kernel (both passes, one alone, or a pair of terms).
 pub(crate) fn is_wide(plan: &LaunchPlan) -> bool {
-    SEPARABLE_ENTRY_POINTS
-        .iter()
-        .map(|&(_, _, name)| name)
-        .chain(
-            [
-                &ROW_ENTRY_POINTS[..],
-                &COLUMN_ENTRY_POINTS,
-                &PAIR_ENTRY_POINTS,
-            ]
-            .iter()
-            .flat_map(|table| table.iter().map(|&(_, name)| name)),
-        )
-        .any(|name| name == plan.entry_point)
+    matches!(
+        plan.entry.family(),
+        Family::Conv2dSeparableWide
+            | Family::Conv2dSeparableWideRow
+            | Family::Conv2dSeparableWideColumn
+            | Family::Conv2dSeparableWidePair
+    )
 }
 
 /// Whether `plan` runs a wide separable pair kernel.
 pub(crate) fn is_pair(plan: &LaunchPlan) -> bool {
-    PAIR_ENTRY_POINTS
-        .iter()
-        .any(|&(_, name)| name == plan.entry_point)
+    plan.entry.family() == Family::Conv2dSeparableWidePair
 }
 
 /// The direction of a 1D correlation over an image: along its rows or down its columns.
@@ -146,40 +141,39 @@ pub(crate) fn single_pass_plan(
     device: &DeviceInfo,
     (along, taps): (Along, usize),
 ) -> Option<Result<LaunchPlan>> {
-    let (table, words) = match along {
+    let (family, words) = match along {
         Along::Rows => (
-            &ROW_ENTRY_POINTS,
+            Family::Conv2dSeparableWideRow,
             SeparableWideLayout::rectangular((1, taps as u64), 1).words,
         ),
         Along::Columns => (
-            &COLUMN_ENTRY_POINTS,
+            Family::Conv2dSeparableWideColumn,
             SeparableWideColumnLayout::new(taps as u64).words,
         ),
     };
-    one_channel_plan(device, table, taps, words)
+    one_channel_plan(device, family, taps, words)
 }
 
 /// Plans the wide separable pair kernel for two terms of square masks `taps` a side over one
 /// channel, `None` where none is compiled for that size.
 pub(crate) fn pair_plan(device: &DeviceInfo, taps: usize) -> Option<Result<LaunchPlan>> {
     let words = SeparableWidePairLayout::new(taps as u64).words;
-    one_channel_plan(device, &PAIR_ENTRY_POINTS, taps, words)
+    one_channel_plan(device, Family::Conv2dSeparableWidePair, taps, words)
 }
 
-/// The plan of the entry point of `table` for `taps`, a block of `words` words of shared
-/// memory.
+/// The plan of `family`'s kernel for `taps`, a block of `words` words of shared memory.
 fn one_channel_plan(
     device: &DeviceInfo,
-    table: &[(usize, &'static str)],
+    family: Family,
     taps: usize,
     words: u64,
 ) -> Option<Result<LaunchPlan>> {
-    let &(_, entry_point) = table.iter().find(|&&(m, _)| m == taps)?;
+    let entry = specialised(family, Shape::Taps, taps, None, Storage::F32)?;
     let block = (SEPARABLE_THREADS, 1);
     Some(
-        check_block(device, entry_point, block, words * 4).map(|()| LaunchPlan {
+        check_block(device, entry, block, words * 4).map(|()| LaunchPlan {
             kernel: Kernel::Separable,
-            entry_point,
+            entry,
             block,
             output_tile: (SEPARABLE_WIDE_STRIP, ROWS_PER_BLOCK),
             shared_memory_bytes: (words * 4) as u32,
@@ -195,8 +189,8 @@ pub(crate) fn plan(
     channels: usize,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
-    let entry_point = entry_point((rows, cols), channels);
-    let invalid = ConvError::invalid_launch(entry_point);
+    let entry = separable_kernel((rows, cols), channels);
+    let invalid = ConvError::invalid_launch(entry.entry_point());
     let block = (SEPARABLE_THREADS, 1);
     if tile.is_some_and(|t| t != block) {
         return Err(invalid(format!(
@@ -208,7 +202,7 @@ pub(crate) fn plan(
             "{rows} + {cols} factor taps exceed the {MASK_CAPACITY} of constant memory"
         )));
     }
-    let wide = entry_point != "conv2d_separable";
+    let wide = entry.family() == Family::Conv2dSeparableWide;
     let (words, strip) = if wide {
         let layout = SeparableWideLayout::new(rows as u64, channels as u64);
         (layout.words, u64::from(SEPARABLE_WIDE_STRIP))
@@ -216,44 +210,16 @@ pub(crate) fn plan(
         let layout = SeparableLayout::new(rows as u64, cols as u64, channels as u64);
         (layout.words, separable_strip(channels as u64))
     };
-    check_block(device, entry_point, block, words * 4)?;
+    check_block(device, entry, block, words * 4)?;
     Ok(LaunchPlan {
         kernel: Kernel::Separable,
-        entry_point,
+        entry,
         block,
         output_tile: (strip as u32, ROWS_PER_BLOCK),
         shared_memory_bytes: (words * 4) as u32,
         mask_in_constant_memory: true,
     })
 }
-
-/// The wide separable row-pass entry points: `(mask width, name)`, as `conv-kernels` declares
-/// them for `SEPARABLE_MASKS`.
-pub(crate) const ROW_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
-    "conv2d_separable_wide_row_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
-
-/// The wide separable pair entry points: `(mask size, name)`, as `conv-kernels` declares them
-/// for `SEPARABLE_MASKS`.
-pub(crate) const PAIR_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
-    "conv2d_separable_wide_pair_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
-
-/// The wide separable column-pass entry points: `(mask height, name)`, as `conv-kernels`
-/// declares them for `SEPARABLE_MASKS`.
-pub(crate) const COLUMN_ENTRY_POINTS: [(usize, &str); 15] = entry_point_table!(
-    "conv2d_separable_wide_column_m", one channel: 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
-
-/// Element types the wide separable kernels also read and write themselves: the entry points
-/// of [`SEPARABLE_ENTRY_POINTS`] suffixed `_u8` or `_u16` (`native_plan`).
-pub(crate) const NATIVE_SEPARABLE_ELEMENTS: [&str; 2] = ["u8", "u16"];
-
-/// The wide separable entry points: `(mask size, channels, name)`, as `conv-kernels` declares
-/// them for `SEPARABLE_MASKS x REGISTER_CHANNELS`.
-pub(crate) const SEPARABLE_ENTRY_POINTS: &[(u32, u32, &str)] = &entry_point_table!(
-    "conv2d_separable_wide_m": 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
 
 #[cfg(test)]
 mod tests {
@@ -450,12 +416,15 @@ mod tests {
 
     #[test]
     fn every_channel_count_and_odd_shape_has_an_entry_point() {
-        assert_eq!(entry_point((31, 31), 1), "conv2d_separable_wide_m31_c1");
-        assert_eq!(entry_point((5, 7), 1), "conv2d_separable");
-        assert_eq!(entry_point((5, 5), 2), "conv2d_separable");
-        assert_eq!(
-            SEPARABLE_ENTRY_POINTS.len(),
-            SEPARABLE_MASKS.len() * REGISTER_CHANNELS.len()
-        );
+        let name = |mask, channels| separable_kernel(mask, channels).entry_point();
+        assert_eq!(name((31, 31), 1), "conv2d_separable_wide_m31_c1");
+        assert_eq!(name((5, 7), 1), "conv2d_separable");
+        assert_eq!(name((5, 5), 2), "conv2d_separable");
+        for mask in SEPARABLE_MASKS {
+            for channels in REGISTER_CHANNELS {
+                let mask = (mask as usize, mask as usize);
+                assert!(has_wide_kernel(mask, channels as usize), "{mask:?}");
+            }
+        }
     }
 }

@@ -1,14 +1,10 @@
 //! The fused separable kernels staged by Hopper's tensor copies (`Kernel::SeparableTma`): when
 //! they apply (their plan is `tensor_copy::plan`), and the height of their blocks.
 
+use super::register_tiled::square_kernel;
 use super::{Mask2d, separable};
-
-/// `[(size, name)]` of the one-channel entry points `{prefix}{size}_c1`.
-macro_rules! tma_entry_table {
-    ($prefix:literal: $($size:literal),+ $(,)?) => {
-        [$(($size, concat!($prefix, stringify!($size), "_c1")),)+]
-    };
-}
+use crate::abi::SEPARABLE_MASKS;
+use crate::registry::{Family, KernelId};
 
 /// Whether `Auto` runs a rank-1 `mask x mask` mask over an image of `elements` elements
 /// through these kernels where they apply, rather than the wide separable kernels that stage
@@ -22,27 +18,16 @@ pub(crate) fn auto_prefers(mask: usize, elements: usize) -> bool {
     mask >= 11 || elements <= 4096 * 4096
 }
 
-/// The tensor-copy entry points: `(mask size, name)`, one channel, as `conv-kernels` declares
-/// them (`separable_tma.rs`, sm_90 build).
-pub(crate) const ENTRY_POINTS: &[(u32, &str)] = &tma_entry_table!(
-    "conv2d_separable_tma_m": 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
-
 /// The tensor-copy kernel for this mask over this many channels, or why none was compiled for
-/// them: one channel and a square rank-1 mask of 3 to 31 taps, odd (what the device and the
+/// them: one channel and a square rank-1 mask of `SEPARABLE_MASKS` (what the device and the
 /// mode must allow besides: `tensor_copy::unsupported`).
-pub(crate) fn entry_point(
-    mask: &Mask2d,
-    channels: usize,
-) -> std::result::Result<&'static str, String> {
+pub(crate) fn kernel(mask: &Mask2d, channels: usize) -> std::result::Result<KernelId, String> {
     let (rows, cols) = (mask.rows, mask.cols);
-    let entry = ENTRY_POINTS
-        .iter()
-        .find(|&&(m, _)| rows == m as usize && cols == m as usize)
-        .map(|&(_, name)| name)
-        .ok_or_else(|| {
-            format!("compiled for square masks of 3 to 31 taps (odd); this one is {rows} x {cols}")
-        })?;
+    let entry = square_kernel(Family::Conv2dSeparableTma, (rows, cols), 1).ok_or_else(|| {
+        format!(
+            "compiled for square masks of {SEPARABLE_MASKS:?} taps; this one is {rows} x {cols}"
+        )
+    })?;
     if channels != 1 {
         return Err(format!(
             "compiled for one channel; this image has {channels}"
@@ -111,12 +96,12 @@ pub(crate) mod tests {
     #[test]
     fn compiled_for_one_channel_and_square_odd_masks_of_3_to_31() {
         for m in SEPARABLE_MASKS {
-            let entry = entry_point(&centred(m as usize), 1);
+            let entry = kernel(&centred(m as usize), 1).map(KernelId::entry_point);
             assert_eq!(entry, Ok(format!("conv2d_separable_tma_m{m}_c1").as_str()));
         }
         // What the device, the mode and the anchor must allow: `tensor_copy`'s tests.
         let mask = centred(31);
-        assert!(entry_point(&mask, 3).is_err());
+        assert!(kernel(&mask, 3).is_err());
         let wide = Mask2d {
             values: vec![1.0; 31 * 5],
             rows: 5,
@@ -124,7 +109,7 @@ pub(crate) mod tests {
             top: 2,
             left: 15,
         };
-        assert!(entry_point(&wide, 1).is_err());
+        assert!(kernel(&wide, 1).is_err());
     }
 
     #[test]

@@ -48,18 +48,18 @@ pub(crate) fn plan(
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     let separable = kernel == Kernel::SeparableTma;
-    let (invalid, entry_point) = if separable {
+    let (invalid, entry) = if separable {
         (
             ConvError::invalid_launch("conv2d_separable_tma"),
-            separable_tma::entry_point(mask, channels),
+            separable_tma::kernel(mask, channels),
         )
     } else {
         (
             ConvError::invalid_launch("conv2d_register_tiled_tma"),
-            register_tiled_tma::entry_point(mask, channels),
+            register_tiled_tma::kernel(mask, channels),
         )
     };
-    let entry_point = entry_point
+    let entry = entry
         .and_then(|entry| unsupported(device, mask, mode).map_or(Ok(entry), Err))
         .map_err(&invalid)?;
     let block = (SEPARABLE_THREADS, 1);
@@ -73,10 +73,10 @@ pub(crate) fn plan(
     } else {
         StreamTmaLayout::new(mask.rows as u64, channels as u64).words
     };
-    check_block(device, entry_point, block, words * 4)?;
+    check_block(device, entry, block, words * 4)?;
     Ok(LaunchPlan {
         kernel,
-        entry_point,
+        entry,
         block,
         output_tile: (SEPARABLE_WIDE_STRIP, separable::ROWS_PER_BLOCK),
         shared_memory_bytes: (words * 4) as u32,
@@ -134,7 +134,10 @@ mod tests {
         ] {
             let mask = centred(mask);
             let planned = plan(&hopper, kernel, &mask, (1, zero), None).expect("applies");
-            assert_eq!((planned.kernel, planned.entry_point), (kernel, entry));
+            assert_eq!(
+                (planned.kernel, planned.entry.entry_point()),
+                (kernel, entry)
+            );
             assert_eq!(planned.block, (SEPARABLE_THREADS, 1));
             for (mode, tile) in [(BoundaryMode::Reflect, None), (zero, Some((32, 8)))] {
                 assert!(matches!(

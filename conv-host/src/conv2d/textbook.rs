@@ -5,7 +5,8 @@ use crate::abi::MASK_CAPACITY;
 use crate::device::DeviceInfo;
 use crate::error::Result;
 use crate::options::Kernel;
-use crate::plan::{EntryPoints, LaunchPlan, check_block, has_f64_kernels};
+use crate::plan::{LaunchPlan, check_block, has_f64_kernels, select_textbook};
+use crate::registry::{Family, Storage, Textbook};
 
 /// Threads per block (x along a row, y down the rows) when the options' tile is `None`.
 pub const DEFAULT_TILE_2D: (u32, u32) = (32, 8);
@@ -17,25 +18,6 @@ pub const DEFAULT_TILE_2D_TILED: (u32, u32) = (32, 16);
 /// Default block of the tiled kernel for masks wider or taller than 16, whose halo is at least
 /// as wide as the block: the output tile is then the block, 16 x 16.
 pub const LARGE_MASK_TILE_2D: (u32, u32) = (16, 16);
-
-const ENTRY_POINTS: EntryPoints = EntryPoints {
-    basic: "conv2d_basic",
-    constant: "conv2d_constant_mask",
-    tiled: "conv2d_tiled",
-    tiled_global_mask: "conv2d_tiled_global_mask",
-    tiled_l2: "conv2d_tiled_l2",
-    tiled_l2_global_mask: "conv2d_tiled_l2_global_mask",
-};
-
-/// The same designs' `f64` instantiations.
-const ENTRY_POINTS_F64: EntryPoints = EntryPoints {
-    basic: "conv2d_basic_f64",
-    constant: "conv2d_constant_mask_f64",
-    tiled: "conv2d_tiled_f64",
-    tiled_global_mask: "conv2d_tiled_global_mask_f64",
-    tiled_l2: "conv2d_tiled_l2_f64",
-    tiled_l2_global_mask: "conv2d_tiled_l2_global_mask_f64",
-};
 
 /// Plans an `f64` operation: the textbook designs are the ones with `f64` kernels, `Auto`
 /// choosing among them as for `f32`.
@@ -50,7 +32,7 @@ pub(super) fn plan_f64(
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     has_f64_kernels(kernel, "conv2d")?;
-    plan_typed(device, mask, channels, kernel, tile, (&ENTRY_POINTS_F64, 8))
+    plan_typed(device, mask, channels, kernel, tile, (Storage::F64, 8))
 }
 
 /// Output elements of a tiled-kernel block of `block` threads for a halo of `halo` (elements,
@@ -101,23 +83,23 @@ pub(super) fn plan(
     kernel: Kernel,
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
-    plan_typed(device, mask, channels, kernel, tile, (&ENTRY_POINTS, 4))
+    plan_typed(device, mask, channels, kernel, tile, (Storage::F32, 4))
 }
 
-/// [`plan`] for the entry points `table` of elements of `bytes` bytes.
+/// [`plan`] for kernels over `storage`, elements of `bytes` bytes.
 fn plan_typed(
     device: &DeviceInfo,
     (rows, cols): (usize, usize),
     channels: usize,
     kernel: Kernel,
     tile: Option<(u32, u32)>,
-    (table, bytes): (&EntryPoints, u64),
+    (storage, bytes): (Storage, u64),
 ) -> Result<LaunchPlan> {
     let large = rows.saturating_mul(cols) > AUTO_TILED_ABOVE_TAPS;
     let fits = rows.saturating_mul(cols).saturating_mul(bytes as usize) <= MASK_CAPACITY * 4;
-    let (kernel, entry_point) = match kernel {
-        Kernel::Auto if large => table.select(Kernel::Tiled, fits),
-        other => table.select(other, fits),
+    let (kernel, entry) = match kernel {
+        Kernel::Auto if large => select_textbook(Family::Conv2d, storage, Kernel::Tiled, fits),
+        other => select_textbook(Family::Conv2d, storage, other, fits),
     };
     let halo = ((cols as u64 - 1) * channels as u64, rows as u64 - 1);
     let block = tile.unwrap_or(match kernel {
@@ -136,14 +118,14 @@ fn plan_typed(
         Kernel::TiledL2 => (block, u64::from(block.0) * u64::from(block.1)),
         _ => (block, 0),
     };
-    check_block(device, entry_point, block, shared_elements * bytes)?;
+    check_block(device, entry, block, shared_elements * bytes)?;
     Ok(LaunchPlan {
         kernel,
-        entry_point,
+        entry,
         block,
         output_tile,
         shared_memory_bytes: (shared_elements * bytes) as u32,
-        mask_in_constant_memory: fits && entry_point != table.basic,
+        mask_in_constant_memory: fits && entry.family() != Family::Conv2d(Textbook::Basic),
     })
 }
 

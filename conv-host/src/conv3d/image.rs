@@ -11,33 +11,30 @@ use crate::abi::{
 };
 use crate::device::DeviceInfo;
 use crate::device_array::PITCH_ALIGNMENT;
+use crate::kernels::specialised;
 use crate::options::Kernel;
 use crate::plan::LaunchPlan;
+use crate::registry::{Family, KernelId, Shape, Storage};
 
-/// The `f64` kernels of the 3D design for square masks one slice deep, staged through
-/// registers, by side.
-const F64_SLICE_ENTRY_POINTS: [(usize, &str); 2] =
-    [(3, "conv3d_tiled_m1x3_f64"), (5, "conv3d_tiled_m1x5_f64")];
-
-/// The same staged by asynchronous copies (compute capability 9.0 on), by side and channel
-/// count (compiled in): they hold no staged values in registers, which leaves room for 8 rows
-/// a thread at two blocks per SM, and a block walks down the rows, three tiles' copies in
-/// flight while it computes one.
-const F64_SLICE_ASYNC_ENTRY_POINTS: [(usize, usize, &str); 6] = [
-    (3, 1, "conv3d_tiled_async_m1x3_c1_f64"),
-    (3, 3, "conv3d_tiled_async_m1x3_c3_f64"),
-    (3, 4, "conv3d_tiled_async_m1x3_c4_f64"),
-    (5, 1, "conv3d_tiled_async_m1x5_c1_f64"),
-    (5, 3, "conv3d_tiled_async_m1x5_c3_f64"),
-    (5, 4, "conv3d_tiled_async_m1x5_c4_f64"),
-];
-
-/// The entry points of the sm_90 build among this module's kernels.
-#[cfg(test)]
-pub(crate) fn async_entry_points() -> impl Iterator<Item = &'static str> {
-    F64_SLICE_ASYNC_ENTRY_POINTS
-        .iter()
-        .map(|&(_, _, name)| name)
+/// The `f64` kernel of the 3D design for a square mask `side` a side one slice deep over
+/// `channels` channels: on devices of compute capability 9.0 on, the one staged by
+/// asynchronous copies with the channel count compiled in, which holds no staged values in
+/// registers (room for 8 rows a thread at two blocks per SM) and walks a block down the rows,
+/// three tiles' copies in flight while it computes one; else the one staged through registers.
+fn slice_kernel(device: &DeviceInfo, side: usize, channels: usize) -> Option<KernelId> {
+    let copied = (device.compute_capability.0 >= 9)
+        .then(|| {
+            let family = Family::Conv3dTiledAsync;
+            specialised(
+                family,
+                Shape::Plane,
+                side,
+                Some(channels.max(1)),
+                Storage::F64,
+            )
+        })
+        .flatten();
+    copied.or_else(|| specialised(Family::Conv3dTiled, Shape::Plane, side, None, Storage::F64))
 }
 
 /// The plan of the 3D design for a 2D `f64` image of `(height, width, channels)` and a mask of
@@ -54,20 +51,8 @@ pub(crate) fn plan(
     if !matches!(kernel, Kernel::Auto | Kernel::RegisterTiled) || rows != cols {
         return None;
     }
-    let copied = F64_SLICE_ASYNC_ENTRY_POINTS
-        .iter()
-        .find(|&&(side, c, _)| side == rows && c == channels.max(1))
-        .filter(|_| device.compute_capability.0 >= 9);
-    let asynchronous = copied.is_some();
-    let entry_point = match copied {
-        Some(&(_, _, name)) => name,
-        None => {
-            F64_SLICE_ENTRY_POINTS
-                .iter()
-                .find(|&&(side, _)| side == rows)?
-                .1
-        }
-    };
+    let entry = slice_kernel(device, rows, channels)?;
+    let asynchronous = entry.family() == Family::Conv3dTiledAsync;
     let side = rows as u64;
     let thread_rows = conv3d_rows(1, side, 8, asynchronous);
     // A block of the register staging computes one tile: one staged buffer.
@@ -89,7 +74,7 @@ pub(crate) fn plan(
     }
     Some(LaunchPlan {
         kernel: Kernel::RegisterTiled,
-        entry_point,
+        entry,
         block: (CONV3D_THREADS.0 * CONV3D_THREADS.1, 1),
         output_tile: (CONV3D_THREADS.0, CONV3D_THREADS.1 * thread_rows as u32),
         shared_memory_bytes: shared as u32,
@@ -99,11 +84,10 @@ pub(crate) fn plan(
 
 /// Whether `plan` runs the 3D design on a 2D image.
 pub(crate) fn runs_as_slice(plan: &LaunchPlan) -> bool {
-    let staged = F64_SLICE_ENTRY_POINTS.iter().map(|&(_, name)| name);
-    let copied = F64_SLICE_ASYNC_ENTRY_POINTS
-        .iter()
-        .map(|&(_, _, name)| name);
-    staged.chain(copied).any(|name| name == plan.entry_point)
+    matches!(
+        plan.entry.family(),
+        Family::Conv3dTiled | Family::Conv3dTiledAsync
+    )
 }
 
 /// The 3D parameters of the 2D launch `p` of a plan of [`plan`] over `tiles` (tiles along a
@@ -116,9 +100,7 @@ pub(crate) fn launch_params(
     (x_tiles, y_tiles): (u64, u64),
     multiprocessors: u32,
 ) -> (Conv3dParams, u64) {
-    let walks = F64_SLICE_ASYNC_ENTRY_POINTS
-        .iter()
-        .any(|&(_, _, name)| name == plan.entry_point);
+    let walks = plan.entry.family() == Family::Conv3dTiledAsync;
     let steps = if walks {
         slices_per_block(y_tiles, x_tiles, 1, multiprocessors)
     } else {

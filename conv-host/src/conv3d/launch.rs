@@ -4,6 +4,7 @@
 use crate::abi::{CONV3D_THREADS, Conv3dParams};
 use crate::error::{ConvError, Result};
 use crate::plan::for_each_grid;
+use crate::registry::KernelId;
 use crate::session::Session;
 use cudarc::driver::{CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
@@ -27,7 +28,7 @@ impl Session<'_> {
     pub(crate) unsafe fn launch_volume<R: DeviceRepr>(
         &self,
         stream: &Arc<CudaStream>,
-        entry_point: &'static str,
+        entry: KernelId,
         (blocks, shared): (u64, u64),
         taps: Option<&CudaView<'_, R>>,
         params: impl Fn(u64) -> Conv3dParams,
@@ -51,7 +52,7 @@ impl Session<'_> {
             let p = params(offset);
             // SAFETY: the caller's contract, for this grid's blocks.
             unsafe {
-                self.launch_async(stream, entry_point, config, |args| {
+                self.launch_async(stream, entry, config, |args| {
                     args.arg(input);
                     match taps {
                         Some(taps) => args.arg(taps),

@@ -15,7 +15,9 @@ use crate::abi::{
 use crate::conv2d::Mask2d;
 use crate::element::Real;
 use crate::error::{ConvError, Result};
+use crate::kernels::compiled;
 use crate::options::BoundaryMode;
+use crate::registry::{Family, KernelId, Shape, Storage};
 use crate::session::Session;
 use cudarc::driver::{CudaView, CudaViewMut, DeviceRepr};
 
@@ -52,42 +54,42 @@ pub(super) fn slices_per_block(
     spread.clamp(1, most).max(2 * (mask_d - 1)).min(depth)
 }
 
-/// The kernels of the sm_90 build staged by asynchronous copies, by mask side (3D `f32`
-/// masks `side^3`) and channels (0: any count, read at run time).
-pub(crate) const ASYNC_ENTRY_POINTS: [(u64, u64, &str); 4] = [
-    (3, 1, "conv3d_tiled_async_m3_c1"),
-    (5, 1, "conv3d_tiled_async_m5_c1"),
-    (3, 0, "conv3d_tiled_async_m3"),
-    (5, 0, "conv3d_tiled_async_m5"),
-];
-
 /// The kernel for a mask of `dims` over `channels` channels of `R` on a device of compute
 /// capability `major.x`, whether its shape is compiled in (taps in constant memory), and the
 /// slices it stages at once. Devices of compute capability 9.0 or more stage cubic `f32`
 /// masks by asynchronous copies, one channel by kernels that compile it in (PERFORMANCE.md:
 /// 3D operations).
-fn entry_point<R: Real>(dims: [u64; 3], channels: u64, major: i32) -> (&'static str, bool, u64) {
-    let f64 = size_of::<R>() == 8;
-    if !f64
-        && major >= 9
-        && let Some(&(_, _, entry)) = ASYNC_ENTRY_POINTS
-            .iter()
-            .find(|&&(side, c, _)| dims == [side; 3] && (c == channels || c == 0))
-    {
-        return (entry, true, CONV3D_ASYNC_SLICES);
-    }
-    let entry = match (dims, f64) {
-        ([3, 3, 3], false) => "conv3d_tiled_m3",
-        ([5, 5, 5], false) => "conv3d_tiled_m5",
-        ([1, 3, 3], false) => "conv3d_tiled_m1x3",
-        ([1, 5, 5], false) => "conv3d_tiled_m1x5",
-        ([3, 3, 3], true) => "conv3d_tiled_m3_f64",
-        ([1, 3, 3], true) => "conv3d_tiled_m1x3_f64",
-        ([1, 5, 5], true) => "conv3d_tiled_m1x5_f64",
-        (_, false) => return ("conv3d_tiled", false, 2),
-        (_, true) => return ("conv3d_tiled_f64", false, 2),
+fn volume_kernel<R: Real>(dims: [u64; 3], channels: u64, major: i32) -> (KernelId, bool, u64) {
+    let side = u32::try_from(dims[1]).unwrap_or(0);
+    let shape = match dims {
+        [d, h, w] if d == h && h == w => Shape::Cube(side),
+        [1, h, w] if h == w => Shape::Plane(side),
+        _ => Shape::Any,
     };
-    (entry, true, 2)
+    if R::STORAGE == Storage::F32 && major >= 9 && matches!(shape, Shape::Cube(_)) {
+        let asynchronous = |channels| {
+            compiled(KernelId::new(
+                Family::Conv3dTiledAsync,
+                shape,
+                channels,
+                Storage::F32,
+            ))
+        };
+        let one = u32::try_from(channels)
+            .ok()
+            .and_then(|c| asynchronous(Some(c)));
+        if let Some(entry) = one.or_else(|| asynchronous(None)) {
+            return (entry, true, CONV3D_ASYNC_SLICES);
+        }
+    }
+    match compiled(KernelId::new(Family::Conv3dTiled, shape, None, R::STORAGE)) {
+        Some(entry) if shape != Shape::Any => (entry, true, 2),
+        _ => (
+            KernelId::new(Family::Conv3dTiled, Shape::Any, None, R::STORAGE),
+            false,
+            2,
+        ),
+    }
 }
 
 impl Session<'_> {
@@ -122,7 +124,7 @@ impl Session<'_> {
                 ),
             });
         }
-        if mask_d == 1 && R::NAME == "f32" {
+        if mask_d == 1 && R::STORAGE == Storage::F32 {
             // A batch of images: the 2D streaming kernel, one grid plane per image.
             let plane = Mask2d {
                 values: mask.taps.iter().map(|&w| w as f32).collect(),
@@ -136,9 +138,9 @@ impl Session<'_> {
             }
         }
         let major = self.device().compute_capability.0;
-        let (entry_point, compiled, staged_slices) =
-            entry_point::<R>([mask_d, mask_h, mask_w], channels, major);
-        let side = if compiled { mask_h } else { 0 };
+        let (entry, shaped, staged_slices) =
+            volume_kernel::<R>([mask_d, mask_h, mask_w], channels, major);
+        let side = if shaped { mask_h } else { 0 };
         let asynchronous = staged_slices == CONV3D_ASYNC_SLICES;
         let rows = conv3d_rows(mask_d, side, size_of::<R>() as u64, asynchronous);
         let copy_elements = conv3d_copy_elements(size_of::<R>() as u64, asynchronous);
@@ -157,8 +159,8 @@ impl Session<'_> {
             });
         }
         let taps: Vec<R> = mask.taps.iter().map(|&w| R::from_f64(w)).collect();
-        let device_mask = if compiled {
-            self.set_constant_mask(entry_point, &taps)?;
+        let device_mask = if shaped {
+            self.set_constant_mask(entry, &taps)?;
             None
         } else {
             Some(self.upload(&taps)?)
@@ -166,7 +168,7 @@ impl Session<'_> {
         let (mode, cval) = mode.code_and_cval();
         let x_tiles = (width * channels).div_ceil(u64::from(CONV3D_THREADS.0));
         let y_tiles = height.div_ceil(u64::from(CONV3D_THREADS.1) * rows);
-        let ring = if compiled { mask_d } else { CONV3D_RING as u64 };
+        let ring = if shaped { mask_d } else { CONV3D_RING as u64 };
         let slices = slices_per_block(
             depth,
             x_tiles * y_tiles,
@@ -214,7 +216,7 @@ impl Session<'_> {
             unsafe {
                 self.launch_volume(
                     self.stream(),
-                    entry_point,
+                    entry,
                     (x_tiles * y_tiles * z_tiles, shared),
                     chunk_taps.as_ref(),
                     params,

@@ -4,36 +4,28 @@
 
 use crate::abi::{Conv3dParams, SEPARABLE3D_TILE, separable3d_shared_words};
 use crate::error::Result;
+use crate::kernels::specialised;
 use crate::options::BoundaryMode;
+use crate::registry::{Family, KernelId, Shape, Storage};
 use crate::session::Session;
 use cudarc::driver::{CudaView, CudaViewMut};
 
-/// The compiled kernels, by taps a side (`SEPARABLE3D_MAX_TAPS` the most).
-pub(crate) const SEPARABLE3D_ENTRY_POINTS: [(usize, &str); 4] = [
-    (3, "conv3d_separable_async_m3"),
-    (5, "conv3d_separable_async_m5"),
-    (7, "conv3d_separable_async_m7"),
-    (9, "conv3d_separable_async_m9"),
-];
-
-/// Blocks of a one-pass separable kernel of `taps` taps resident on a multiprocessor: the
-/// build script's bound on their registers (`SEPARABLE3D_THREE_BLOCKS`).
-fn blocks_per_sm(taps: u64) -> u64 {
-    match taps {
-        ..7 => 4,
-        7 => 3,
-        _ => 2,
-    }
+/// The one-pass separable kernel for `taps` taps a side, if one is compiled.
+fn separable3d_kernel(taps: usize) -> Option<KernelId> {
+    specialised(
+        Family::Conv3dSeparableAsync,
+        Shape::Cube,
+        taps,
+        None,
+        Storage::F32,
+    )
 }
 
 /// Whether a one-pass separable kernel runs `taps` taps a side on a device of compute
 /// capability `major.x` (9.0 or later: the kernels stage by asynchronous copies and are built
 /// for sm_90). Masks of 11 taps and more run as two kernels (PERFORMANCE.md).
 pub(crate) fn has_separable3d_kernel(taps: usize, major: i32) -> bool {
-    major >= 9
-        && SEPARABLE3D_ENTRY_POINTS
-            .iter()
-            .any(|&(side, _)| side == taps)
+    major >= 9 && separable3d_kernel(taps).is_some()
 }
 
 /// The most output slices of a one-pass separable block per extra slice it stages (`taps -
@@ -78,10 +70,10 @@ impl Session<'_> {
     ) -> Result<bool> {
         let taps = factors[0].len();
         let major = self.device().compute_capability.0;
-        let entry = SEPARABLE3D_ENTRY_POINTS
-            .iter()
-            .find(|&&(side, _)| side == taps);
-        let (Some(&(_, entry_point)), true) = (entry, has_separable3d_kernel(taps, major)) else {
+        let (Some(entry), true) = (
+            separable3d_kernel(taps),
+            has_separable3d_kernel(taps, major),
+        ) else {
             return Ok(false);
         };
         if factors.iter().any(|factor| factor.len() != taps) {
@@ -94,11 +86,13 @@ impl Session<'_> {
         }
         // MASK: the row factor, the column factor, then the depth factor.
         let mask: Vec<f32> = [factors[2], factors[1], factors[0]].concat();
-        self.set_constant_mask(entry_point, &mask)?;
+        self.set_constant_mask(entry, &mask)?;
         let (mode, cval) = mode.code_and_cval();
         let x_tiles = width.div_ceil(SEPARABLE3D_TILE);
         let y_tiles = height.div_ceil(SEPARABLE3D_TILE);
-        let resident = u64::from(self.device().multiprocessor_count) * blocks_per_sm(taps as u64);
+        // The blocks resident at once: the registry's bound on their registers.
+        let blocks_per_sm = entry.bounds().blocks_per_sm.unwrap_or(1);
+        let resident = u64::from(self.device().multiprocessor_count) * u64::from(blocks_per_sm);
         let groups = depth_groups(depth, x_tiles * y_tiles, taps as u64, resident);
         let slices = depth.div_ceil(groups);
         let [front, top, left] = anchors.map(|n| n as u64);
@@ -135,7 +129,7 @@ impl Session<'_> {
         unsafe {
             self.launch_volume::<f32>(
                 self.stream(),
-                entry_point,
+                entry,
                 (blocks, shared),
                 None,
                 params,

@@ -123,26 +123,24 @@ unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p:
     }
 }
 
-/// Declares the register-tiled 1D entry points, one per mask length.
+/// Declares the register-tiled 1D entry points `conv1d_register_tiled_m{taps}`, one per mask
+/// length.
 macro_rules! register_entry_points {
-    ($(($name:ident, $m:literal)),* $(,)?) => {$(
+    ($($m:literal),+) => {$(
         #[doc = concat!("Register-tiled 1D kernel for ", $m, "-tap masks.")]
         ///
         /// # Safety
         /// As `register_tiled`.
         #[unsafe(no_mangle)]
-        pub unsafe extern "ptx-kernel" fn $name(input: *const f32, output: *mut f32, p: Conv1dParams) {
+        pub unsafe extern "ptx-kernel" fn ${concat(conv1d_register_tiled_m, $m)}(
+            input: *const f32,
+            output: *mut f32,
+            p: Conv1dParams,
+        ) {
             // SAFETY: forwarded contract.
             unsafe { register_tiled::<$m>(input, output, &p) }
         }
-    )*};
+    )+};
 }
 
-register_entry_points!(
-    (conv1d_register_tiled_m3, 3),
-    (conv1d_register_tiled_m5, 5),
-    (conv1d_register_tiled_m7, 7),
-    (conv1d_register_tiled_m9, 9),
-    (conv1d_register_tiled_m15, 15),
-    (conv1d_register_tiled_m31, 31),
-);
+register_1d_sizes!(register_entry_points!());

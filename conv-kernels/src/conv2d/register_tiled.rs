@@ -215,32 +215,28 @@ const fn window_quads(mask: usize, channels: usize) -> usize {
 /// of `M` and `C`; the quads past a kernel's own are zeros the optimiser drops).
 const MAX_WINDOW_QUADS: usize = window_quads(9, 4);
 
-specialised_entry_points!(
+stream_sizes!(specialised_entry_points!(
     stream[f32], conv2d_register_tiled_stream_m, "Streaming 2D kernel, mask size and channels:":
-    3, 5, 7, 9
-);
+));
 
-specialised_entry_points!(
+stream_short_step_sizes!(specialised_entry_points!(
     stream_short_steps[f32], conv2d_register_tiled_stream16_m,
     "Streaming 2D kernel in steps of 16 rows, mask size and channels:":
-    3, 5
-);
+));
 
 /// Declares the streaming kernels of the memory-bound masks (`STREAM_NATIVE_MASKS`) on images
 /// of the narrow type `$t` (entry points suffixed `$suffix`): input and output in that type,
 /// sums in `f32`.
 macro_rules! narrow_stream_entry_points {
     ($($t:ty: $suffix:ident),+) => {$(
-        specialised_entry_points!(
+        stream_short_step_sizes!(specialised_entry_points!(
             stream[$t], conv2d_register_tiled_stream_m, $suffix,
             "Streaming 2D kernel on narrow images, mask size and channels:":
-            3, 5
-        );
-        specialised_entry_points!(
+        ));
+        stream_short_step_sizes!(specialised_entry_points!(
             stream_short_steps[$t], conv2d_register_tiled_stream16_m, $suffix,
             "Streaming 2D kernel on narrow images in steps of 16 rows, mask size and channels:":
-            3, 5
-        );
+        ));
     )+};
 }
 
@@ -355,7 +351,6 @@ unsafe fn register_wide<const W: usize, const C: usize>(
     });
 }
 
-specialised_entry_points!(
+wide_widths!(specialised_entry_points!(
     register_wide, conv2d_register_tiled_wide_w, "Wide register-tiled 2D kernel, mask width and channels:":
-    1, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
+));

@@ -143,7 +143,6 @@ unsafe fn banded_pass<const M: usize, const C: usize, const SKIP: usize>(
     }
 }
 
-specialised_entry_points!(
+stream_sizes!(specialised_entry_points!(
     stream_tma, conv2d_register_tiled_tma_m, "Tensor-copy streaming 2D kernel, mask size and channels:":
-    3, 5, 7, 9
-);
+));

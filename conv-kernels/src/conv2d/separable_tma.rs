@@ -135,4 +135,4 @@ macro_rules! tensor_copy_entry_points {
     )+};
 }
 
-tensor_copy_entry_points!(3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+separable_sizes!(tensor_copy_entry_points!());

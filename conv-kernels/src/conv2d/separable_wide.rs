@@ -285,33 +285,29 @@ pub(crate) fn row_pass<const M: usize, const C: usize, const K: u64, const N: us
     }
 }
 
-specialised_entry_points!(
+separable_sizes!(specialised_entry_points!(
     separable_wide_column, conv2d_separable_wide_column_m,
     "Wide separable column pass, mask height and channels:", one channel:
-    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
+));
 
-specialised_entry_points!(
+separable_sizes!(specialised_entry_points!(
     separable_wide_row, conv2d_separable_wide_row_m,
     "Wide separable row pass, mask width and channels:", one channel:
-    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
+));
 
-specialised_entry_points!(
+separable_sizes!(specialised_entry_points!(
     separable_wide[f32], conv2d_separable_wide_m,
     "Wide fused separable 2D kernel, mask size and channels:":
-    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
+));
 
 /// Declares the wide fused separable kernels on images of the narrow type `$t` (entry points
 /// suffixed `$suffix`): input and output in that type, staging and sums in `f32`.
 macro_rules! narrow_separable_entry_points {
     ($($t:ty: $suffix:ident),+) => {$(
-        specialised_entry_points!(
+        separable_sizes!(specialised_entry_points!(
             separable_wide[$t], conv2d_separable_wide_m, $suffix,
             "Wide fused separable 2D kernel on narrow images, mask size and channels:":
-            3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-        );
+        ));
     )+};
 }
 

@@ -174,8 +174,7 @@ impl<const M: usize, const MAGNITUDE: bool> ColumnPass<M, MAGNITUDE> {
     }
 }
 
-specialised_entry_points!(
+separable_sizes!(specialised_entry_points!(
     separable_wide_pair, conv2d_separable_wide_pair_m,
     "Wide separable pair kernel, mask size and channels:", one channel:
-    3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
-);
+));

@@ -348,4 +348,4 @@ macro_rules! separable3d_entry_points {
     )+};
 }
 
-separable3d_entry_points!(3, 5, 7, 9);
+separable3d_sizes!(separable3d_entry_points!());
