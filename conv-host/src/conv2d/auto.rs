@@ -11,123 +11,164 @@ use crate::error::{ConvError, Result};
 use crate::options::{BoundaryMode, Kernel};
 use crate::plan::LaunchPlan;
 
-/// Chooses the entry point, block, output tile and shared memory for an image of `height x
-/// width x channels`, and checks them; `native`: input and output are of one narrow type that
-/// the streaming kernels read and write themselves.
+/// Chooses the kernel, block, output tile and shared memory for an image of `height x width x
+/// channels`, and checks them: the design the caller names, or for `Auto` the first of
+/// [`RANKING`] that applies; `native`: input and output are of one narrow type that some
+/// kernels read and write themselves.
 pub(super) fn plan(
     device: &DeviceInfo,
     mask: &Mask2d,
-    (height, width, channels): (usize, usize, usize),
+    image: (usize, usize, usize),
     (kernel, mode, native): (Kernel, BoundaryMode, bool),
     tile: Option<(u32, u32)>,
 ) -> Result<LaunchPlan> {
     let (rows, cols) = (mask.rows, mask.cols);
-    // Narrow images: the streaming kernels that read and write them move the type's bytes,
-    // where every other design moves them, widens them to `f32` and narrows its result (`u8`
-    // RGB 8192^2 x 3, 5 x 5, H200: see PERFORMANCE.md), whether the mask is rank 1 or not.
-    if kernel == Kernel::Auto
-        && native
-        && register_tiled::has_native_stream_kernel((rows, cols), channels)
-    {
-        return register_tiled::plan(device, (rows, cols), channels, tile);
-    }
-    // Narrow images, other rank-1 masks: the wide separable kernels read and write `u8` and
-    // `u16` themselves (`native_plan`), where the tensor-copy ones widen the image first.
-    if kernel == Kernel::Auto
-        && native
-        && rows > 1
-        && cols > 1
-        && separable::has_wide_kernel((rows, cols), channels)
-        && separable::factor(mask).is_some()
-        && let Ok(plan) = separable::plan(device, (rows, cols), channels, tile)
-        && separable::is_wide(&plan)
-    {
-        return Ok(plan);
-    }
+    let channels = image.2;
+    let rank_one = || separable::factor(mask).is_some();
     match kernel {
-        Kernel::Separable | Kernel::SeparableTma if separable::factor(mask).is_none() => {
-            return Err(ConvError::InvalidLaunch {
-                kernel: "conv2d_separable",
-                reason: format!(
-                    "the {rows} x {cols} mask is not separable: no column x row product matches \
-                     every tap within {SEPARABLE_TOLERANCE:e} relative"
-                ),
-            });
+        Kernel::Separable | Kernel::SeparableTma if !rank_one() => Err(ConvError::InvalidLaunch {
+            kernel: "conv2d_separable",
+            reason: format!(
+                "the {rows} x {cols} mask is not separable: no column x row product matches \
+                 every tap within {SEPARABLE_TOLERANCE:e} relative"
+            ),
+        }),
+        Kernel::Separable => separable::plan(device, (rows, cols), channels, tile),
+        Kernel::SeparableTma | Kernel::RegisterTiledTma => {
+            tensor_copy::plan(device, kernel, mask, (channels, mode), tile)
         }
-        Kernel::Separable => return separable::plan(device, (rows, cols), channels, tile),
-        Kernel::SeparableTma => {
-            return tensor_copy::plan(device, kernel, mask, (channels, mode), tile);
-        }
-        Kernel::RegisterTiledTma => {
-            return tensor_copy::plan(device, kernel, mask, (channels, mode), tile);
-        }
-        // A 1 x N or N x 1 mask gains nothing from two passes. The wide separable kernels
-        // beat the register-tiled ones at every size they have (H200, 8192^2: 3 x 3 0.149
-        // against 0.173 ms, 5 x 5 0.159 against 0.182, 9 x 9 0.168 against 0.334); the general
-        // one only where no register-tiled kernel exists or the mask is large (see
-        // `general_separable_wins`), and on images large enough that the textbook designs do not beat it
-        // (`general_separable_pays_off`) (PERFORMANCE.md).
-        Kernel::Auto
-            if rows > 1
-                && cols > 1
-                && (separable::has_wide_kernel((rows, cols), channels)
-                    || general_separable_wins(rows, cols)
-                    || register_tiled::register_kernel(device, (rows, cols), channels)
-                        .is_none())
-                && separable::factor(mask).is_some() =>
-        {
-            // Hopper, zero border: the same passes staged by tensor copies, where faster.
-            if separable_tma::auto_prefers(rows, height.saturating_mul(width))
-                && let Ok(plan) =
-                    tensor_copy::plan(device, Kernel::SeparableTma, mask, (channels, mode), tile)
-            {
-                return Ok(plan);
-            }
-            if let Ok(plan) = separable::plan(device, (rows, cols), channels, tile)
-                && (separable::is_wide(&plan)
-                    || general_separable_pays_off(
-                        height.saturating_mul(width).saturating_mul(channels),
-                        rows.saturating_mul(cols),
-                        device.multiprocessor_count,
-                    ))
-            {
-                return Ok(plan);
-            }
-        }
-        _ => {}
-    }
-    // Auto, general masks: the register-tiled kernels (the streaming design for square masks
-    // up to 9 x 9, the wide design for masks 9 to 31 wide; 31 x 31 on an H200: 2.48 ms against
-    // 17.9 ms for the tiled kernel) where the image fills the GPU (`wide_fills_device`); else
-    // a textbook design (`textbook::plan`) (PERFORMANCE.md).
-    if kernel == Kernel::RegisterTiled {
-        return register_tiled::plan(device, (rows, cols), channels, tile);
-    }
-    if kernel == Kernel::Auto
-        && let Ok(plan) = register_tiled::plan(device, (rows, cols), channels, tile)
-        && (register_tiled::is_stream(&plan)
-            || wide_fills_device(
-                &plan,
-                (height, width, channels),
-                device.multiprocessor_count,
-            ))
-    {
-        // Hopper, zero border: the streaming passes staged by tensor copies, where faster.
-        if register_tiled::is_stream(&plan)
-            && register_tiled_tma::auto_prefers(rows, channels, height.saturating_mul(width))
-            && let Ok(plan) = tensor_copy::plan(
+        Kernel::RegisterTiled => register_tiled::plan(device, (rows, cols), channels, tile),
+        Kernel::Auto => {
+            let query = Query {
                 device,
-                Kernel::RegisterTiledTma,
                 mask,
-                (channels, mode),
+                image,
+                mode,
+                native,
                 tile,
-            )
-        {
-            return Ok(plan);
+                rank_one: rows > 1 && cols > 1 && rank_one(),
+            };
+            match RANKING.iter().find_map(|&candidate| query.plan(candidate)) {
+                Some(plan) => Ok(plan),
+                None => textbook::plan(device, (rows, cols), channels, kernel, tile),
+            }
         }
-        return Ok(plan);
+        Kernel::Basic | Kernel::ConstantMask | Kernel::Tiled | Kernel::TiledL2 => {
+            textbook::plan(device, (rows, cols), channels, kernel, tile)
+        }
     }
-    textbook::plan(device, (rows, cols), channels, kernel, tile)
+}
+
+/// A design `Auto` considers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Candidate {
+    /// Narrow images, square masks of the streaming kernels on narrow types: they move the
+    /// type's bytes, where every other design widens the image to `f32` and narrows its result
+    /// (`u8` RGB 8192^2 x 3, 5 x 5), whether the mask is rank 1 or not.
+    NativeStream,
+    /// Narrow images, rank-1 square masks: the wide separable kernels on `u8` and `u16`, where
+    /// the tensor-copy ones widen the image first.
+    NativeSeparable,
+    /// Rank-1 masks on Hopper with the zero border: the separable passes staged by tensor
+    /// copies, where `separable_tma::auto_prefers`.
+    SeparableTma,
+    /// Rank-1 masks: the wide separable kernels at every size they have; the general one where
+    /// no register-tiled kernel exists or the mask is large (`general_separable_wins`), on
+    /// images large enough that the textbook designs do not beat it
+    /// (`general_separable_pays_off`). A 1 x N or N x 1 mask gains nothing from two passes.
+    Separable,
+    /// Square masks of the streaming kernels on Hopper with the zero border: the streaming
+    /// passes staged by tensor copies, where `register_tiled_tma::auto_prefers`.
+    StreamTma,
+    /// General masks: the streaming kernels for square masks up to 9 x 9, the wide ones for
+    /// masks 9 to 31 wide where the image fills the GPU (`wide_fills_device`).
+    RegisterTiled,
+}
+
+/// `Auto`'s candidates, best first; where none applies, a textbook design runs
+/// (`textbook::plan`). The measurements behind each rule: PERFORMANCE.md ("How Auto decides").
+const RANKING: [Candidate; 6] = [
+    Candidate::NativeStream,
+    Candidate::NativeSeparable,
+    Candidate::SeparableTma,
+    Candidate::Separable,
+    Candidate::StreamTma,
+    Candidate::RegisterTiled,
+];
+
+/// What `Auto` chooses for.
+struct Query<'a> {
+    device: &'a DeviceInfo,
+    mask: &'a Mask2d,
+    /// `(height, width, channels)`.
+    image: (usize, usize, usize),
+    mode: BoundaryMode,
+    native: bool,
+    tile: Option<(u32, u32)>,
+    /// Whether the mask is rank 1 with both sides longer than 1.
+    rank_one: bool,
+}
+
+impl Query<'_> {
+    /// The plan of `candidate` where it applies and plans.
+    fn plan(&self, candidate: Candidate) -> Option<LaunchPlan> {
+        let (device, tile) = (self.device, self.tile);
+        let (height, width, channels) = self.image;
+        let mask = (self.mask.rows, self.mask.cols);
+        let pixels = height.saturating_mul(width);
+        let tensor_copies =
+            |kernel| tensor_copy::plan(device, kernel, self.mask, (channels, self.mode), tile);
+        match candidate {
+            Candidate::NativeStream => (self.native
+                && register_tiled::has_native_stream_kernel(mask, channels))
+            .then(|| register_tiled::plan(device, mask, channels, tile).ok())
+            .flatten(),
+            Candidate::NativeSeparable => {
+                (self.native && self.rank_one && separable::has_wide_kernel(mask, channels))
+                    .then(|| separable::plan(device, mask, channels, tile).ok())
+                    .flatten()
+                    .filter(separable::is_wide)
+            }
+            Candidate::SeparableTma => (self.separable_applies()
+                && separable_tma::auto_prefers(mask.0, pixels))
+            .then(|| tensor_copies(Kernel::SeparableTma).ok())
+            .flatten(),
+            Candidate::Separable => self
+                .separable_applies()
+                .then(|| separable::plan(device, mask, channels, tile).ok())
+                .flatten()
+                .filter(|plan| {
+                    separable::is_wide(plan)
+                        || general_separable_pays_off(
+                            pixels.saturating_mul(channels),
+                            mask.0.saturating_mul(mask.1),
+                            device.multiprocessor_count,
+                        )
+                }),
+            Candidate::StreamTma => register_tiled::plan(device, mask, channels, tile)
+                .ok()
+                .filter(register_tiled::is_stream)
+                .filter(|_| register_tiled_tma::auto_prefers(mask.0, channels, pixels))
+                .and_then(|_| tensor_copies(Kernel::RegisterTiledTma).ok()),
+            Candidate::RegisterTiled => register_tiled::plan(device, mask, channels, tile)
+                .ok()
+                .filter(|plan| {
+                    register_tiled::is_stream(plan)
+                        || wide_fills_device(plan, self.image, device.multiprocessor_count)
+                }),
+        }
+    }
+
+    /// Whether a rank-1 mask runs on a separable design at all: where a wide separable kernel
+    /// covers it, the general one wins (`general_separable_wins`) or no register-tiled kernel
+    /// exists for it.
+    fn separable_applies(&self) -> bool {
+        let (mask, channels) = ((self.mask.rows, self.mask.cols), self.image.2);
+        self.rank_one
+            && (separable::has_wide_kernel(mask, channels)
+                || general_separable_wins(mask.0, mask.1)
+                || register_tiled::register_kernel(self.device, mask, channels).is_none())
+    }
 }
 
 /// Whether the wide register-tiled `plan` launches enough blocks on an image of `height x width

@@ -29,7 +29,7 @@ impl Ndimage<'_> {
     /// let general = ndarray::Array2::from_shape_fn((15, 15), |(i, j)| (i * 15 + j) as f32);
     /// let nd = engine.ndimage();
     /// if let Runs::Design(plan) = nd.plan_correlate(&[4096, 4096], &general, &NdOptions::default())? {
-    ///     println!("{} ({}), {} x {} threads", plan.kernel, plan.entry_point, plan.block.0, plan.block.1);
+    ///     println!("{} ({}), {} x {} threads", plan.kernel, plan.entry, plan.block.0, plan.block.1);
     /// }
     /// # Ok::<(), conv_host::ConvError>(())
     /// ```
