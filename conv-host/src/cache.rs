@@ -2,12 +2,11 @@
 //!
 //! A copy engine reading a buffer whose lines sit dirty in the caches of the cores that wrote
 //! it, or writing one whose lines those cores hold after reading it, must fetch or invalidate
-//! every line from them first. Measured on an H200 host (16 cores): a 3 MiB upload after a
-//! pack on the thread pool took 0.225 ms instead of 0.062, and a 3 MiB download into a buffer
-//! the pool had just unpacked 0.247 ms instead of 0.064. So packing uses non-temporal stores,
-//! which go to memory without taking the lines into the caches, and a small band's staging is
-//! evicted from the caches after the host has used it (for 32 MiB bands the copies kept their
-//! speed, and evicting them doubled the unpacking time).
+//! every line from them first, which makes small copies several times slower (measured:
+//! PERFORMANCE.md, Host -> host). So packing uses non-temporal stores, which go to memory
+//! without taking the lines into the caches, and a small band's staging is evicted from the
+//! caches after the host has used it (large bands keep the copies' speed without it, and
+//! evicting them slows the unpacking).
 
 /// Staging at most this large is evicted from the caches after use.
 const EVICT_AT_MOST_BYTES: usize = 8 << 20;

@@ -3,11 +3,11 @@
 //! The build script compiles `conv-kernels` to one PTX file of about 120 entry points (every
 //! specialised size and channel count) for sm_70, and a second one for sm_90 with the kernels
 //! that need newer devices (the tensor-copy separable and streaming kernels, and the 3D
-//! kernels staged by asynchronous copies, tiled and separable). JIT-compiling all of it takes the
-//! driver seconds (about 10 s on an H200 for the first run after a build), most of it for
-//! kernels a program never launches, so the engine loads each kernel as its own module the
-//! first time it is used: the PTX with every other entry point's definition cut out (the
-//! declarations, the constant-memory mask and the helper functions stay; they are about 12 KB).
+//! kernels staged by asynchronous copies, tiled and separable). JIT-compiling all of it takes
+//! the driver seconds, most of it for kernels a program never launches, so the engine loads
+//! each kernel as its own module the first time it is used: the PTX with every other entry
+//! point's definition cut out (the declarations, the constant-memory mask and the helper
+//! functions stay; they are about 12 KB).
 
 use std::sync::LazyLock;
 

@@ -55,15 +55,16 @@ pub(crate) fn copy_into_view<T: Element, D: Dimension>(
 }
 
 /// Copies `source` into `destination` (of equal lengths), as unpacking a band does: plain
-/// stores (non-temporal ones measured no faster).
+/// stores, as non-temporal ones gain nothing here (measured: PERFORMANCE.md, Approaches
+/// measured and not kept).
 pub(crate) fn copy_unpacked<T: Copy>(destination: &mut [T], source: &[T]) {
     destination.copy_from_slice(source);
 }
 
 /// Outputs up to this size are zeroed on the thread pool: the allocator would reuse freed
-/// memory and zero it on one thread (on an H200 host a new 512 x 512 x 3 output cost 0.22 ms
-/// more than a reused one that way, 0.1 ms zeroed on the pool). Larger ones come zeroed from
-/// fresh pages, which the first writes (on the thread pool) fault in.
+/// memory and zero it on one thread, which costs a small call more than zeroing on the pool
+/// does. Larger ones come zeroed from fresh pages, which the first writes (on the thread pool)
+/// fault in.
 const POOL_ZEROING_AT_MOST_BYTES: usize = 16 << 20;
 
 /// Bytes of one zeroing task.

@@ -179,8 +179,8 @@ pub struct HostTimes {
     pub in_place: (bool, bool),
 }
 
-/// `9 band(s): setup 0.12, first pack 2.33, pack and unpack 15.14, waiting for the GPU 0.07,
-/// last unpack 3.92 ms`.
+/// One line, the times to two decimals: `B band(s): setup S, first pack F, pack and unpack P,
+/// waiting for the GPU W, last unpack L ms`.
 impl std::fmt::Display for HostTimes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(

@@ -395,20 +395,18 @@ pub const fn strip_row_words(mask: u64, channels: u64) -> u64 {
 pub const STREAM_MASKS: [u32; stream_sizes!(size_count!())] = stream_sizes!(size_array!());
 
 /// The smallest streaming mask size whose kernels are bound by their multiply-adds rather than
-/// by memory (H200: 7 x 7 at 60% and 9 x 9 at 45% of the copy roofline, 5 x 5 at 78%). The
+/// by memory (measured: PERFORMANCE.md, Designs: what bounds each, and its limits). The
 /// kernels change their bands and prefetch from it on, the host its blocks' heights.
 pub const STREAM_COMPUTE_BOUND_FROM: usize = 7;
 
 /// Square mask sizes with a streaming 2D kernel in steps of [`STREAM_SHORT_STEP_ROWS`] rows
-/// too, for each of `REGISTER_CHANNELS` (`conv2d_register_tiled_stream16_m{size}_c{channels}`): the
-/// memory-bound sizes, whose pass threads then hold the sums of 4 output rows instead of 8, so
-/// that four blocks fit an SM in 64 registers (a ring of 24 rows, 25 to 29 KB) and cover each
-/// other's staging and passes. The host picks them on GPUs whose memory is fast for their SMs,
-/// counted in the bytes of 16-bit images for theirs (H200, 8192^2: 5 x 5 0.145 against 0.150 ms in steps of 32 rows and three blocks; three
-/// blocks of 16-row steps 0.149 ms, five 0.162 ms with 20 bytes of spills; H100 0.202 against
-/// 0.198 ms). The compute-bound sizes have none: their longer steps cost fewer instructions
-/// per output (H200, 8192^2: 7 x 7 and 9 x 9 1.05 and 1.03 times as long in steps of 16 rows).
-/// Measurements: PERFORMANCE.md.
+/// too, for each of `REGISTER_CHANNELS` (`conv2d_register_tiled_stream16_m{size}_c{channels}`):
+/// the memory-bound sizes, whose pass threads then hold the sums of 4 output rows instead of
+/// 8, so that four blocks fit an SM in 64 registers (a ring of 24 rows, 25 to 29 KB) and cover
+/// each other's staging and passes (fewer blocks hide less, more spill registers). The host
+/// picks them on GPUs whose memory is fast for their SMs, counted in the bytes of 16-bit images
+/// for theirs. The compute-bound sizes have none: their longer steps cost fewer instructions
+/// per output (measured: PERFORMANCE.md, How Auto decides, 2D rule 6).
 pub const STREAM_SHORT_STEP_MASKS: [u32; stream_short_step_sizes!(size_count!())] =
     stream_short_step_sizes!(size_array!());
 
@@ -636,8 +634,8 @@ pub struct Conv3dParams {
 }
 
 /// Threads of a 3D block: along a row (one element each) and down the rows. Tiles 64 elements
-/// wide read fewer 32-byte sectors per output for their halo than 32 wide (H100, 512^3 3x3x3:
-/// 0.450 against 0.464 ms; 8192^2 `f64` 5x5: 0.430 against 0.453 to 0.461).
+/// wide read fewer 32-byte sectors per output for their halo than 32 wide (measured:
+/// PERFORMANCE.md, Approaches measured and not kept).
 pub const CONV3D_THREADS: (u32, u32) = (64, 4);
 /// Mask slices a 3D kernel for shapes read at run time takes in one launch.
 pub const CONV3D_RING: usize = 8;
@@ -647,7 +645,7 @@ pub const CONV3D_RING: usize = 8;
 /// `conv3d_thread_elements` consecutive elements of `conv3d_rows / conv3d_thread_elements`
 /// rows. Staged through registers: 4 for `f32` masks up to 3 slices deep (each value read
 /// from shared memory feeds up to 4 rows' sums), for `f64` masks one slice deep (one sum a
-/// row) 8 at 1 x 3 x 3 and 4 at 1 x 5 x 5, else 1, where the sums of more rows spilled
+/// row) 8 at 1 x 3 x 3 and 4 at 1 x 5 x 5, else 1, where the sums of more rows would spill
 /// registers. By asynchronous copies, which hold no staged values in registers: 8.
 pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) -> u64 {
     if side == 0 {
@@ -667,7 +665,7 @@ pub const fn conv3d_rows(depth: u64, side: u64, bytes: u64, asynchronous: bool) 
 /// `channels` compiled in (0: read at run time): 2 for the `f32` 5 x 5 x 5 kernel of one
 /// channel staged by asynchronous copies, whose 40 sums (4 rows of 2 elements through 5 mask
 /// slices) and 48-value window then fit two blocks per SM, each tap still feeding 8 sums; else
-/// 1 (with the channel count read at run time, its window of 80 values spilled).
+/// 1 (with the channel count read at run time, its window of 80 values would spill).
 pub const fn conv3d_thread_elements(
     depth: u64,
     side: u64,

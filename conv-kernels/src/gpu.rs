@@ -65,8 +65,8 @@ pub fn div_rem(value: u64, divisor: u64) -> (u64, u64) {
 
 /// A thread's place in a walk of a block's threads over the elements of a `rows x columns`
 /// region in row-major order: thread `t` visits elements `t`, `t + step`, ... Each step
-/// carries the column into the row instead of dividing (a 64-bit division per element took
-/// most of the staging loops' instructions).
+/// carries the column into the row instead of dividing (a 64-bit division per element would
+/// take most of the staging loops' instructions).
 #[derive(Clone, Copy)]
 pub struct Walk {
     /// The current element's row and column.
@@ -544,7 +544,8 @@ impl SharedTile {
 /// 16-byte word of them) to the shared-window address `target` without passing through
 /// registers (`cp.async`: sm_80 and later, so only kernels of the sm_90 build call it);
 /// [`wait_async_copies`] waits for it. Cached in L1 (`.ca`), where the warps of a block that
-/// stage one line's parts hit (bypassing L1 makes 3D 3 x 3 x 3 4% slower).
+/// stage one line's parts hit (bypassing L1 slows the 3D kernels; measured: PERFORMANCE.md,
+/// Approaches measured and not kept).
 ///
 /// # Safety
 /// `source` is readable and aligned to its size; `target` lies in the block's reserved shared

@@ -65,9 +65,8 @@ pub(super) fn plan(device: &DeviceInfo, mask_len: usize, tile: Option<u32>) -> R
 }
 
 /// Whether the register-tiled kernel, `outputs_per_block` outputs per block, launches enough
-/// blocks on `len` elements to beat the textbook designs: at least one per two SMs. Below that its blocks'
-/// serial work shows (H100, 15 and 31 taps: 1.2 us slower than the tiled kernel, about 18%, at
-/// 2^12 to 2^16 elements, 2 to 32 blocks; faster from 2^18, 128 blocks, on) (PERFORMANCE.md).
+/// blocks on `len` elements to beat the textbook designs: at least one per two SMs. Below that
+/// its blocks' serial work shows (measured: PERFORMANCE.md, How Auto decides, 1D rule 1).
 fn register_fills_device(len: usize, outputs_per_block: usize, multiprocessors: u32) -> bool {
     len.div_ceil(outputs_per_block.max(1)).saturating_mul(2) >= multiprocessors as usize
 }

@@ -49,10 +49,8 @@ fn plan_typed(
     let tile = tile.unwrap_or(DEFAULT_TILE_1D);
     let tiled_shared_bytes = (u64::from(tile) + mask_len as u64 - 1) * bytes;
     // Auto, masks without a register-tiled kernel: the tiled kernel from 10 taps on, where its
-    // span fits in shared memory (H100, 2^22 elements: 11 taps 0.037 against 0.045 ms for the
-    // constant-mask kernel, 21 taps 0.040 against 0.072, 63 taps 0.059 against 0.184; faster
-    // at every length from 2^10 elements on; at 7 taps the constant-mask kernel was faster,
-    // 0.032 against 0.034 ms) (PERFORMANCE.md).
+    // span fits in shared memory; the constant-mask kernel is the faster one below (measured:
+    // PERFORMANCE.md, How Auto decides, 1D rule 2).
     let kernel = match kernel {
         Kernel::Auto
             if mask_len > 9

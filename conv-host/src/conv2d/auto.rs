@@ -63,8 +63,8 @@ pub(super) fn plan(
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Candidate {
     /// Narrow images, square masks of the streaming kernels on narrow types: they move the
-    /// type's bytes, where every other design widens the image to `f32` and narrows its result
-    /// (`u8` RGB 8192^2 x 3, 5 x 5), whether the mask is rank 1 or not.
+    /// type's bytes, where every other design widens the image to `f32` and narrows its result,
+    /// whether the mask is rank 1 or not (measured: PERFORMANCE.md, Element types).
     NativeStream,
     /// Narrow images, rank-1 square masks: the wide separable kernels on `u8` and `u16`, where
     /// the tensor-copy ones widen the image first.
@@ -174,10 +174,8 @@ impl Query<'_> {
 /// Whether the wide register-tiled `plan` launches enough blocks on an image of `height x width
 /// x channels` to beat the tiled kernel: at least one per five SMs. Each of its threads computes
 /// 32 outputs from up to 31 x 31 taps, so a block takes as long on a small image as on a large
-/// one (H100, 31 x 31: 0.058 ms at 128^2, 0.066 ms at 1024^2), where the tiled kernel's time
-/// grows with the image: with 132 SMs, the tiled kernel was faster at 4 to 24 wide blocks by
-/// 1.1 to 2.2 times (128^2 to 384^2 with one channel; 15 x 15 at 384^2, 24 blocks, equal) and
-/// slower from 32 blocks on, up to 1.6 times (15 x 15 at 512^2) (PERFORMANCE.md).
+/// one, where the tiled kernel's time grows with the image: a few wide blocks lose to it, a
+/// block per five SMs or more beat it (measured: PERFORMANCE.md, How Auto decides, 2D rule 7).
 fn wide_fills_device(
     plan: &LaunchPlan,
     (height, width, channels): (usize, usize, usize),
@@ -192,25 +190,18 @@ fn wide_fills_device(
 }
 
 /// Whether the general separable kernel beats the register-tiled one on a rank-1 `rows x cols`
-/// mask that no wide separable kernel covers: above 50 taps. Measured through both kernels on
-/// an H100 (one run, one channel, 28 shapes from 3 x 9 to 45 x 31, with the general kernel's
-/// blocks sized by `strip_rows_per_block`): at 8192^2 the register-tiled kernel was faster at
-/// 3 x 9, 5 x 9, 3 x 11, 3 x 13 and 3 x 15 (at most 45 taps; 3 x 9 0.276 against 0.306 ms)
-/// and 7 x 9 (0.324 against 0.331 ms, the one shape this rule puts on its slower side), the
-/// separable one at every other (5 x 11 0.321 against 0.333 ms, 9 x 11 0.351 against 0.405,
-/// 15 x 31 0.468 against 1.237); at 4096^2 the rule's misses are within 3% (3 x 15 0.107
-/// against 0.104 ms) (PERFORMANCE.md).
+/// mask that no wide separable kernel covers: above 50 taps, where the register-tiled kernel's
+/// `rows x cols` multiply-adds per output outweigh the separable one's `rows + cols` and its
+/// heavier staging. Of the shapes measured only 7 x 9 lands on its slower side (measured:
+/// PERFORMANCE.md, How Auto decides, 2D rule 2).
 pub(crate) fn general_separable_wins(rows: usize, cols: usize) -> bool {
     rows.saturating_mul(cols) > 50
 }
 
-/// Whether the general separable kernel beats the textbook designs on an image of `outputs` elements with
-/// a rank-1 mask of `taps` taps: where the tiled kernel would do at least 30,000 multiply-adds
-/// per SM. The general kernel takes about 0.013 ms on any image up to 512^2 (H100 and H200), the
-/// tiled kernel less where its work is small: on both, at 128^2 (one and three channels) and
-/// 256^2 (one) with 5 x 7 to 21 x 7 masks, up to 1.4 times faster below the line (5 x 7 at
-/// 128^2 x 3: 0.0095 against 0.0133 ms) and at most 1.1 times slower above it (9 x 11 at 128^2
-/// x 3); 1.4 times slower or more from 384^2 on (PERFORMANCE.md).
+/// Whether the general separable kernel beats the textbook designs on an image of `outputs`
+/// elements with a rank-1 mask of `taps` taps: where the tiled kernel would do at least 30,000
+/// multiply-adds per SM. The general kernel takes about as long on every small image, the tiled
+/// kernel less where its work is small (measured: PERFORMANCE.md, How Auto decides, 2D rule 4).
 fn general_separable_pays_off(outputs: usize, taps: usize, multiprocessors: u32) -> bool {
     outputs.saturating_mul(taps) >= 30_000 * multiprocessors as usize
 }
@@ -265,8 +256,8 @@ mod tests {
         assert!(general_separable_pays_off(usize::MAX, usize::MAX, u32::MAX));
     }
 
-    /// The measured shapes `general_separable_wins` was fitted on (H100, 8192^2), each on the
-    /// side of its faster kernel but 7 x 9 (2% slower on the separable side).
+    /// The measured shapes `general_separable_wins` rests on, each on the side of its faster
+    /// kernel (7 x 9, which the rule puts on its slower side, is left out).
     #[test]
     fn general_separable_wins_only_for_large_masks() {
         let register_faster = [(3, 9), (5, 9), (3, 11), (3, 13), (3, 15)];

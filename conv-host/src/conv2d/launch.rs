@@ -126,10 +126,9 @@ impl Grid2d {
                     _ => separable::strip_rows_per_block(height, strips, mask.rows, slots, step),
                 }
             }
-            // Full blocks whatever the image size: fewer rows of threads for small images
-            // made the wide register-tiled kernels slower (H200, 1024^2 31x31: 0.207 ms with 2
-            // rows of threads, 0.064 ms with 16), as each block then stages a 30-row halo for
-            // 4 rows (PERFORMANCE.md).
+            // Full blocks whatever the image size: with fewer rows of threads for small
+            // images each wide register-tiled block would stage a 30-row halo for 4 rows
+            // (measured: PERFORMANCE.md, Approaches measured and not kept).
             None => plan.output_tile.1,
         };
         let (mode, cval) = launch.mode.code_and_cval();
@@ -293,9 +292,9 @@ impl Session<'_> {
     /// cells by `mode`, clamped to `clamp`: the wide register-tiled kernel with a mask one row
     /// high, from `input` into `output` (both of `rows * len` `f32`). The N-D passes along a
     /// last axis take it: its blocks read whole rows, where the axis kernels leave most of
-    /// their threads idle on short lines (PERFORMANCE.md). Returns `false`, enqueuing
-    /// nothing, where no wide kernel is compiled for that many taps or `len` is not a
-    /// multiple of 4 (the kernel's 16-byte stores).
+    /// their threads idle on short lines (measured: PERFORMANCE.md, N-D operations). Returns
+    /// `false`, enqueuing nothing, where no wide kernel is compiled for that many taps or `len`
+    /// is not a multiple of 4 (the kernel's 16-byte stores).
     ///
     /// # Errors
     /// As [`Session::enqueue_planned`].
@@ -326,10 +325,10 @@ impl Session<'_> {
     /// rows of `width` pixels of `channels` (`f32`, rows without padding, one image after the
     /// other), on its own, with the square `mask`: the streaming register-tiled kernel, one
     /// grid plane per image, from `input` into `output`. A batch `N x H x W (x C)` with a mask
-    /// one image deep takes it: the 3D kernel reached half the copy roofline there
-    /// (PERFORMANCE.md). Returns `false`, enqueuing nothing, where no streaming kernel is
-    /// compiled for the mask and channels, a row's length is not a multiple of 4 or the
-    /// batch exceeds a grid's planes.
+    /// one image deep takes it: the 3D kernel stays far from the copy roofline there
+    /// (measured: PERFORMANCE.md, N-D operations). Returns `false`, enqueuing nothing, where
+    /// no streaming kernel is compiled for the mask and channels, a row's length is not a
+    /// multiple of 4 or the batch exceeds a grid's planes.
     ///
     /// # Errors
     /// As [`Session::enqueue_planned`].
@@ -453,8 +452,9 @@ impl Session<'_> {
     /// wide separable design alone, one grid plane per image, from `input` into `output`. The
     /// N-D passes take it: along the last axis, over rows; along any other whose lines lie at
     /// least a strip abreast, down columns. Each block reads and writes whole rows of its
-    /// strip, where the axis kernels held one block per SM for the long masks and the wide
-    /// register-tiled kernel filtered short rows in tiles wider than them (PERFORMANCE.md).
+    /// strip, where the axis kernels hold one block per SM for the long masks and the wide
+    /// register-tiled kernel filters short rows in tiles wider than them (measured:
+    /// PERFORMANCE.md, N-D operations).
     /// Returns `false`, enqueuing nothing, where no such kernel is compiled for that many
     /// taps, `width` is not a multiple of 4, or the images exceed a grid's planes or the
     /// kernel's 32-bit sides.

@@ -78,11 +78,9 @@ pub(crate) fn native_plan<I: Element, O: Element>(
 /// The 16-row steps of a streaming plan in 32-row steps, for images of 16-bit elements
 /// (`u16`, `f16`, `bf16`) on a device where short steps pay off for their bytes
 /// ([`short_stream_steps_pay_off`]): such an image moves half the bytes of `f32` for the same
-/// multiply-adds, so the passes show where the `f32` kernel waits on memory. H100 (12.8 bytes a
-/// cycle, 25.6 for 16-bit elements), 16-row steps against 32 over 18 cases of each 16-bit
-/// type (3 x 3 and 5 x 5, 1, 3 and 4 channels): 0.92 to 1.00 of the time, `u16` 8192^2 5 x 5
-/// 0.1315 against 0.1424 ms. `u8` images keep the `f32` plan's steps: 0.97 to 1.03 of the time
-/// either way, the 8192^2 x 3 5 x 5 image 3% slower in short steps (PERFORMANCE.md).
+/// multiply-adds, so the passes show where the `f32` kernel waits on memory. `u8` images keep
+/// the `f32` plan's steps, where short ones gain nothing (measured: PERFORMANCE.md, How Auto
+/// decides, 2D rule 0).
 fn short_steps_for<I: Element>(plan: &LaunchPlan, device: &DeviceInfo) -> Option<LaunchPlan> {
     if size_of::<I>() != 2
         || !short_stream_steps_pay_off(device, size_of::<I>())
@@ -127,11 +125,8 @@ pub(super) fn is_stream(plan: &LaunchPlan) -> bool {
 /// 5 streaming kernels walk steps of 16 rows, four blocks per SM, instead of 32 rows and three
 /// blocks: where memory is fast for the SMs, the passes' multiply-adds show unless more blocks
 /// cover them; where it is slower, the short steps' extra reads and barriers cost more than
-/// they hide. H200 (4.81 TB/s, 132 SMs at 1.98 GHz: 18.4 bytes a cycle), 8192^2 5 x 5: 0.145 to
-/// 0.149 against 0.150 ms (`bench --targets`), RGB 4096^2 x 3 0.114 to
-/// 0.115 against 0.118 to 0.120; H100 (3.35 TB/s: 12.8 bytes): 0.200 to 0.204 against 0.195 to
-/// 0.199 ms, RGB 0.152 to 0.161 against 0.150 to 0.151 (PERFORMANCE.md). Other GPUs are placed
-/// by the same figure; none between the two has been measured.
+/// they hide. The line lies between the two devices measured, one on each side; others are
+/// placed by the same figure (measured: PERFORMANCE.md, How Auto decides, 2D rule 6).
 const SHORT_STREAM_STEPS_FROM_BYTES_PER_SM_CYCLE: f64 = 16.0;
 
 /// Whether `device` runs the 3 x 3 and 5 x 5 streaming kernels over elements of

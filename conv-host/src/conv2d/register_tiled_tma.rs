@@ -8,17 +8,11 @@ use crate::registry::{Family, KernelId};
 
 /// Whether `Auto` runs a general `mask x mask` mask over an image of `pixels` pixels and
 /// `channels` channels through these kernels where they apply, rather than the streaming
-/// kernels that stage with the threads: from 7 x 7 on, and 5 x 5 over several channels or on
-/// images smaller than 1024^2 pixels. H200, one `bench --auto` run (128^2 to 4096^2, 1 and 3
-/// channels), time against the thread-staged kernel: 7 x 7 and 9 x 9 0.73 to 0.99 from 256^2
-/// on (1.08 and 1.13 at 128^2, where the tiled kernel beats both); 5 x 5 over 3 channels 0.81
-/// to 0.95 from 256^2 on. Two `bench --targets` runs at 8192^2: 9 x 9 0.228 and 0.230 against
-/// 0.274 and 0.279 ms, 7 x 7 0.181 and 0.185 against 0.205 and 0.209 ms, 4096^2 x 3 5 x 5 0.113
-/// and 0.115 against 0.119 and 0.118 ms. Since the thread-staged 3 x 3 and 5 x 5 kernels walk
-/// steps of 16 rows (H200, three rounds each), over one channel they take
-/// 0.84 to 0.97 times as long at 3 x 3 from 256^2 to 2048^2 (3 x 3 over 3 channels 0.93 to
-/// 1.07), and 5 x 5 0.87 to 0.95 at 1024^2 but 1.01 to 1.12 at 256^2 and 512^2; 8192^2 5 x 5
-/// 0.145 to 0.149 ms against 0.151 with tensor copies (PERFORMANCE.md).
+/// kernels that stage with the threads: from 7 x 7 on, where the copies free the issue slots
+/// that bound the thread-staged pass, and 5 x 5 over several channels or on images smaller
+/// than 1024^2 pixels. Over one channel on larger images two blocks per SM keep too few bytes
+/// in flight, so the thread-staged kernel in steps of 16 rows stays faster (measured:
+/// PERFORMANCE.md, How Auto decides, 2D rule 8).
 pub(crate) fn auto_prefers(mask: usize, channels: usize, pixels: usize) -> bool {
     mask >= 7 || (mask == 5 && (channels > 1 || pixels < 1024 * 1024))
 }
@@ -44,19 +38,16 @@ pub(crate) fn box_dims(mask: usize, channels: usize) -> (u32, u32) {
     (layout.box_width as u32, layout.box_rows as u32)
 }
 
-/// The most steps a block walks: taller blocks were the fastest in none of the H200 sweeps
-/// below but one, 8192^2 9 x 9 (16 steps 0.2195 ms, 8 steps 0.2211, 33 steps 0.2259), and
-/// at 8192^2 and 5 x 5 33 steps took 0.165 ms against 0.151 at 3 (PERFORMANCE.md).
+/// The most steps a block walks: taller blocks are the fastest almost nowhere, and one wave
+/// of tall blocks loses to several waves of short ones (measured: PERFORMANCE.md, Block
+/// heights).
 const MAX_STEPS: u64 = 12;
 
 /// The most steps a block walks for the masks bound by memory (below
 /// [`STREAM_COMPUTE_BOUND_FROM`]), whose blocks, unlike the compute-bound ones, lose more to
-/// their height than to a partial last wave: blocks of 2 or 3 steps were the fastest of 1 to
-/// 20 steps, or within 0.2% of it, in all 8 sweeps from 3072^2 x 3 on, both GPUs (2048^2 x 3
-/// was 2% faster at 6). Twelve steps against three, 4096^2 x 3, 5 x 5: H200 0.1142 against
-/// 0.1127 ms, H100 0.1536 against 0.1482 (2 steps 0.1472). Thread-staged blocks behave alike,
-/// with and without their prefetch (H100, 8192^2 5 x 5: 22 steps 0.243 and 0.232 ms, 2 steps
-/// 0.197 and 0.199) (PERFORMANCE.md).
+/// their height than to a partial last wave: blocks of 2 or 3 steps are the fastest or close
+/// to it on large images on both GPUs, and thread-staged blocks behave alike (measured:
+/// PERFORMANCE.md, Block heights).
 const MAX_STEPS_MEMORY_BOUND: u64 = 3;
 
 /// The most steps a block walks for a mask `mask` rows tall.
@@ -74,17 +65,10 @@ fn max_steps(mask: usize) -> u64 {
 /// `(per_sm x waves + tail) x (k + 1)`, the whole waves of blocks that take about the same
 /// time each (their steps and a step's worth for the first copies, which no earlier step
 /// hides) and a last, partial wave. An SM's blocks share it, so a full wave takes `per_sm`
-/// units of a block's time; a last wave of at most one block per SM takes 1.25 (a block
-/// alone on an SM runs at about 80% of what two make it do), a larger one a full wave's.
-///
-/// H200, the tensor-copy kernels (two blocks per SM), 22 images and masks from 512^2 to
-/// 8192^2, 3 x 3 to 9 x 9, over 1, 3 and 4 channels, timed at 1 to 20 or 24 steps per block
-/// (two rounds each): the pick is 1.5% slower than the fastest on average and 7.3% at worst
-/// (1024^2 x 3, 5 x 5: 2 steps, 3 the best), where counting whole waves alone (this model's
-/// predecessor, which chose one wave of 33 steps at 8192^2) was 3.9% and 16% (1536^2, 9 x 9:
-/// 2 steps 0.0207 ms, 3 steps 0.0178). Blocks alone on their SM are what it missed: 2048^2
-/// 9 x 9 takes 0.0259 ms in 112 blocks of 5 steps, one per SM, and 0.0286 in 192 of 3.
-/// Measurements: PERFORMANCE.md.
+/// units of a block's time; a last wave of at most one block per SM takes 1.25 (a block alone
+/// on an SM cannot hide its own latency, so it takes longer than its share of a full wave), a
+/// larger one a full wave's. Counting whole waves alone would miss those lone blocks and pick
+/// one wave of tall blocks where short ones win (measured: PERFORMANCE.md, Block heights).
 pub(crate) fn rows_per_block(
     height: u32,
     strips: u64,

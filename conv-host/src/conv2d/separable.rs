@@ -31,12 +31,9 @@ pub(crate) const ROWS_PER_BLOCK: u32 = 256;
 /// `k` that minimises the estimated time `(blocks / slots + 1) x (chunk k + mask - 1)`: the
 /// waves of blocks plus about one block of tail (blocks at the image's sides run longer, and an
 /// SM left with nothing to do waits for them), times a block's input rows plus a fixed cost as
-/// large as its halo (the rows it stages for outputs of the block above). Fitted on an H200
-/// over 1 to 13 steps of 32 rows per block (8192^2): the 31 x 31 wide separable kernel fastest
-/// at 9 or 10 steps (0.292 ms; 0.325 ms at 3), the 5 x 5 streaming one at 3 (0.163 ms; 0.168
-/// at 6, 0.178 at 13), RGB 4096^2 5 x 5 at 3 (0.123 ms; 0.127 at 6), the 9 x 9 one flat from 4
-/// to 6 (0.300 to 0.303 ms; 0.321 at 13). Swept again after the kernels began prefetching the
-/// next step into L2: its picks stay the fastest or within 2% of it (PERFORMANCE.md).
+/// large as its halo (the rows it stages for outputs of the block above). Its picks are the
+/// fastest height or close to it for the images and masks timed at forced heights (measured:
+/// PERFORMANCE.md, Block heights).
 pub(crate) fn strip_rows_per_block(
     height: u32,
     strips: u64,

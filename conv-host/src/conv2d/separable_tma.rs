@@ -8,12 +8,10 @@ use crate::registry::{Family, KernelId};
 
 /// Whether `Auto` runs a rank-1 `mask x mask` mask over an image of `elements` elements
 /// through these kernels where they apply, rather than the wide separable kernels that stage
-/// with the threads: from 11 x 11 on, and every size on images up to 4096^2. H200, two `bench
-/// --auto` runs (128^2 to 4096^2) and two `bench --targets` runs (8192^2), time against the
-/// thread-staged kernel: up to 4096^2 0.73 to 1.01 in the second run at every mask size (3 x 3
-/// to 31 x 31; 0.75 to 1.05 in the first but for 31 x 31 at 384^2 and 512^2, since fixed); at
-/// 8192^2 11 x 11 0.97, 17 x 17 0.88 and 0.91, 31 x 31 0.75, but 9 x 9 1.00 and 1.04, 7 x 7 1.01
-/// and 1.04, 5 x 5 1.06 and 1.09 (PERFORMANCE.md).
+/// with the threads: from 11 x 11 on, where staging and issue bind the thread-staged kernel,
+/// and every size on images up to 4096^2. On larger images the smaller masks stay memory-bound
+/// and the thread-staged kernel is as fast or faster (measured: PERFORMANCE.md, How Auto
+/// decides, 2D rule 3).
 pub(crate) fn auto_prefers(mask: usize, elements: usize) -> bool {
     mask >= 11 || elements <= 4096 * 4096
 }
@@ -43,13 +41,9 @@ pub(crate) fn kernel(mask: &Mask2d, channels: usize) -> std::result::Result<Kern
 /// `chunk k` staged rows along the row, its output rows down the columns) plus a step's worth
 /// for its start, whose first copies no earlier step hides. The thread-staged kernels' model
 /// (`separable::strip_rows_per_block`) adds a block of tail for their slower border strips;
-/// here every block takes about the same time, so whole waves are what counts. H200, 8192^2
-/// (32 strips, 264 slots), steps per block 5, 9, 13, 17, 21, 25, 33 (one run, two rounds): 31
-/// x 31 0.223, 0.204, 0.221, 0.195, 0.225, 0.219, 0.191 ms; 17 x 17 0.163, 0.161, 0.168,
-/// 0.158, 0.176, 0.203, 0.162 ms; this model picks 33 steps for both (at 13 x 13, 3% slower
-/// than 17 steps, the best measured). Without the start's step it chose one-step blocks for 31
-/// x 31 at 384^2 and 512^2 (2 output rows each, two waves), 1.2 times slower than the
-/// thread-staged kernel's two-step blocks (PERFORMANCE.md).
+/// here every block takes about the same time, so whole waves are what counts. Without the
+/// start's step the model would pick one-step blocks for large masks on small images (two
+/// output rows each), which lose to two-step ones (measured: PERFORMANCE.md, Block heights).
 pub(crate) fn rows_per_block(height: u32, strips: u64, mask: usize, slots: u64, chunk: u32) -> u32 {
     let (halo, slots, chunk_rows) = (mask as u64 - 1, slots.max(1), u64::from(chunk));
     separable::rows_per_block_minimising(height, strips, mask, chunk, |blocks, steps| {

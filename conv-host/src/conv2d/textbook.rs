@@ -52,10 +52,9 @@ fn tiled_output_tile(block: (u32, u32), halo: (u64, u64)) -> (u32, u32) {
 /// The tiled kernel's block when the caller names none: of [`DEFAULT_TILE_2D_TILED`],
 /// [`DEFAULT_TILE_2D`] and [`LARGE_MASK_TILE_2D`], the one with the most outputs per thread
 /// for this halo. A block just wider than the halo leaves a sliver of outputs (15 x 15 in 16 x
-/// 16 threads: 2 x 2), which made the tiled kernel up to 20 times slower than with the best
-/// of the three, and which of the three is best depends on the mask and channels (H100: 15 x
-/// 15, one channel: 32 x 8; 31 x 31: 16 x 16; 5 x 11 over 3 channels, a halo 30 elements wide:
-/// 16 x 16).
+/// 16 threads: 2 x 2), which makes the tiled kernel far slower than the best of the three, and
+/// which of the three is best depends on the mask and channels (measured: PERFORMANCE.md, How
+/// Auto decides, 2D rule 10).
 fn tiled_default_block(halo: (u64, u64)) -> (u32, u32) {
     let outputs = |block: (u32, u32)| {
         let (x, y) = tiled_output_tile(block, halo);

@@ -38,10 +38,9 @@ pub(crate) struct Mask3d {
 }
 
 /// Output slices per block: enough blocks for eight a multiprocessor, at most 32 slices or 16
-/// per slice of the ring's first `mask_d - 1`, which are staged for no output of their own
-/// (H100, 512^3: 3x3x3 0.463 ms at 32, 0.466 at 16, 0.482 at 64; 5x5x5 1.266 at 64, 1.332 at
-/// 32), and at least `2 (mask_d - 1)`, so that those slices stay under a third of the staged
-/// ones.
+/// per slice of the ring's first `mask_d - 1`, which are staged for no output of their own,
+/// and at least `2 (mask_d - 1)`, so that those slices stay under a third of the staged ones
+/// (measured: PERFORMANCE.md, How Auto decides).
 pub(super) fn slices_per_block(
     depth: u64,
     plane_tiles: u64,
@@ -57,8 +56,8 @@ pub(super) fn slices_per_block(
 /// The kernel for a mask of `dims` over `channels` channels of `R` on a device of compute
 /// capability `major.x`, whether its shape is compiled in (taps in constant memory), and the
 /// slices it stages at once. Devices of compute capability 9.0 or more stage cubic `f32`
-/// masks by asynchronous copies, one channel by kernels that compile it in (PERFORMANCE.md:
-/// 3D operations).
+/// masks by asynchronous copies, one channel by kernels that compile it in (measured:
+/// PERFORMANCE.md, N-D operations).
 fn volume_kernel<R: Real>(dims: [u64; 3], channels: u64, major: i32) -> (KernelId, bool, u64) {
     let side = u32::try_from(dims[1]).unwrap_or(0);
     let shape = match dims {

@@ -23,16 +23,16 @@ fn separable3d_kernel(taps: usize) -> Option<KernelId> {
 
 /// Whether a one-pass separable kernel runs `taps` taps a side on a device of compute
 /// capability `major.x` (9.0 or later: the kernels stage by asynchronous copies and are built
-/// for sm_90). Masks of 11 taps and more run as two kernels (PERFORMANCE.md).
+/// for sm_90). Masks of 11 taps and more run as two kernels (measured: PERFORMANCE.md, N-D
+/// operations).
 pub(crate) fn has_separable3d_kernel(taps: usize, major: i32) -> bool {
     major >= 9 && separable3d_kernel(taps).is_some()
 }
 
 /// The most output slices of a one-pass separable block per extra slice it stages (`taps -
 /// 1`). Blocks that walk long columns drift apart, lose the halos their neighbours leave in L2
-/// and finish unevenly: on an H100, 512^3 at 3 / 5 / 7 / 9 taps takes 0.563 / 0.588 / 0.524 /
-/// 0.604 ms in one wave of blocks 256 to 512 slices deep, 0.424 / 0.465 / 0.498 / 0.572 at
-/// at most ten slices per extra slice, in several waves (PERFORMANCE.md: N-D operations).
+/// and finish unevenly, so one wave of deep blocks loses to several waves of shallower ones
+/// (measured: PERFORMANCE.md, N-D operations).
 const SLICES_PER_EXTRA_SLICE: u64 = 10;
 
 /// Groups of slices a volume's tiles are cut into: of the counts whose blocks are at most

@@ -12,9 +12,8 @@ use crate::gpu::{
 const PREFETCH_AHEAD_ELEMENTS: usize = 1 << 20;
 
 /// Whether the register-tiled 1D kernel for `M` taps prefetches ahead into L2: all but 15
-/// taps. H200, 2^26 elements, alternating runs: 7 taps 0.1405 to 0.1335 ms, 3 taps 0.1388 to
-/// 0.1333, 31 taps 0.159 to 0.153 (2^28: 0.601 to 0.578), but 15 taps 0.144 to 0.148.
-/// Measurements: PERFORMANCE.md.
+/// taps, where it costs more than it hides (measured: PERFORMANCE.md, Designs: what bounds
+/// each, and its limits).
 const fn prefetches_ahead(mask_len: usize) -> bool {
     mask_len != 15
 }
@@ -49,9 +48,9 @@ unsafe fn register_tiled<const M: usize>(input: *const f32, output: *mut f32, p:
     if const { prefetches_ahead(M) } {
         // Ask L2 for the span of the tile 2^20 elements (4 MiB) ahead, which a block starting
         // about when this one ends will stage (one 128-byte line per thread of the first
-        // `tile / 32`): its loads then wait on L2, not device memory. 7 taps: 0.134 to 0.136
-        // ms from 2 to 5 MiB ahead; 31 taps: 0.153 ms at 4 and 6 MiB, 0.156 at 8.6 (one wave).
-        // Measurements: PERFORMANCE.md.
+        // `tile / 32`): its loads then wait on L2, not device memory. Distances of a few MiB
+        // do alike; a whole wave ahead does worse (measured: PERFORMANCE.md, Designs: what
+        // bounds each, and its limits).
         let ahead = start + PREFETCH_AHEAD_ELEMENTS + 32 * tid;
         if tid < tile / 32 && ahead < len {
             // SAFETY: `ahead < len`: inside the input buffer.

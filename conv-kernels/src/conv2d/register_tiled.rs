@@ -109,7 +109,7 @@ unsafe fn walk<
     let (input, output) = unsafe { (input.add(plane), output.add(plane)) };
     // Narrow images ask L2 for the first step's rows before the block's setup (its column
     // table), as each step does for the next: their kernels wait on latency more than on
-    // memory (H100, `u16` 8192^2 5 x 5: 0.128 against 0.132 ms; PERFORMANCE.md).
+    // memory (measured: PERFORMANCE.md, Approaches measured and not kept).
     if M < COMPUTE_BOUND_FROM && size_of::<S>() < size_of::<f32>() {
         // SAFETY: a block of 256 threads; `input` is a pitched image as `p` describes (caller).
         unsafe {
@@ -199,11 +199,10 @@ pub(crate) unsafe fn pass<
 
 /// [`STREAM_COMPUTE_BOUND_FROM`]: from it on, the pass runs in bands of 2 rows (7 x 7: 392
 /// instead of 1,568 multiply-adds of code per band; the smaller masks take a pass thread's
-/// rows in one band, which reads each ring row once), and the kernel does not prefetch the next step's rows (9 x
-/// 9 measured 1% slower with it; 5 x 5 3% faster). Bands of 4 rows measured slower at 9 x 9
-/// (0.299 against 0.285 ms, a band loop of 1,296 multiply-adds waits on instruction fetch) and
-/// at 7 x 7 with the aligned ring (0.233 against 0.210 ms: register spills; 0.204 ms before
-/// it) (PERFORMANCE.md).
+/// rows in one band, which reads each ring row once), and the kernel does not prefetch the
+/// next step's rows, which only the memory-bound masks gain from. Bands of 4 rows lose: at
+/// 9 x 9 a band loop of 1,296 multiply-adds waits on instruction fetch, at 7 x 7 the sums
+/// spill registers (measured: PERFORMANCE.md, Approaches measured and not kept).
 pub(crate) const COMPUTE_BOUND_FROM: usize = STREAM_COMPUTE_BOUND_FROM;
 
 /// 16-byte quads of a pass thread's window: its 4 elements and the `(M - 1) C` after them.

@@ -120,12 +120,11 @@ unsafe fn stream_tma<const M: usize, const C: usize>(
 
 /// The streaming pass in bands of 4 rows from [`COMPUTE_BOUND_FROM`] on (2 in the
 /// thread-staged kernels, whose 80 registers bands of 4 overflow; here two blocks per SM leave
-/// up to 128, and the band's 2 x 4 rows more reads cut its instructions per multiply-add: H200,
-/// 8192^2, 9 x 9 0.228 to 0.233 against 0.243 to 0.246 ms, 7 x 7 0.181 to 0.183 against 0.188
-/// to 0.192 ms), else in one band of 8.
+/// up to 128, and the band's 2 x 4 rows more reads cut its instructions per multiply-add),
+/// else in one band of 8 (measured: PERFORMANCE.md, Designs: what bounds each, and its limits).
 ///
 /// # Safety
-/// As [`pass`] (PERFORMANCE.md).
+/// As [`pass`].
 #[inline(always)]
 unsafe fn banded_pass<const M: usize, const C: usize, const SKIP: usize>(
     strip: Strip,

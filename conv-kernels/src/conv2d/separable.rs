@@ -35,7 +35,7 @@ const CHUNK: usize = SEPARABLE_CHUNK_ROWS as usize;
 const OUTPUTS: usize = SEPARABLE_OUTPUTS as usize;
 
 /// The geometry of one block, from the launch parameters. Sizes that shared-memory addresses
-/// are made of are 32-bit: 64-bit index arithmetic per element took most of the passes'
+/// are made of are 32-bit: 64-bit index arithmetic per element would take most of the passes'
 /// instructions.
 #[derive(Clone, Copy)]
 struct Block {
@@ -112,13 +112,13 @@ impl Source {
     /// Stages step `step` in shared memory (the boundary rule only in steps that reach past the
     /// image): warp `w` takes rows `w` and `w + 8`, its lanes 32 consecutive elements at a time,
     /// so no thread divides to find its element (a flat index over the step, divided by the
-    /// staged width, took a third of the kernel's instructions at 11 x 11). An interior step
+    /// staged width, would take a large share of the kernel's instructions). An interior step
     /// loads `STAGE_BATCH` elements of both rows before storing any, so that a lane waits on
     /// memory once per batch rather than once per element (one load at a time, the staging
-    /// took most of the kernel's time), each row's address computed once; a border step folds
-    /// each element through the boundary rule in a loop over `rolled_width`, the staged width
-    /// taken from the launch parameters, which the compiler cannot unroll (unrolled, that
-    /// folding needed 190 registers per thread).
+    /// would take most of the kernel's time), each row's address computed once; a border step
+    /// folds each element through the boundary rule in a loop over `rolled_width`, the staged
+    /// width taken from the launch parameters, which the compiler cannot unroll (unrolled,
+    /// that folding would need 190 registers per thread).
     ///
     /// # Safety
     /// `input` is the image `image` describes, with rows `pitch` elements apart;

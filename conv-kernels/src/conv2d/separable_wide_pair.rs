@@ -14,8 +14,8 @@
 //! taps, so two blocks run per SM up to 25 taps (one from 27, by shared memory), with up to
 //! 128 registers: the taps are constant-memory operands, the compiler keeping a band's column
 //! taps in uniform registers. Twice the multiply-adds of one separable kernel per output, for
-//! the same memory traffic: at 17 taps (8192^2, H100) 1.38 x the time of one, the
-//! multiply-adds at 47% of the FMA peak.
+//! the same memory traffic, so the pair takes well under the time of two (measured:
+//! PERFORMANCE.md, N-D operations).
 
 use crate::abi::{
     Conv2dParams, SEPARABLE_WIDE_PAIR_STEP_ROWS, SEPARABLE_WIDE_RING_ROW_WORDS,
@@ -28,8 +28,7 @@ use crate::element::{Real, approximate_sqrt};
 use crate::gpu::{ConstantMask, Mask, sync_threads};
 
 /// `a + b`, or `sqrt(a^2 + b^2)` for `magnitude`, the root by the hardware's approximation
-/// (a dozen instructions and a branch fewer per output than the correctly rounded one: 8% of
-/// the gradient magnitude's instructions).
+/// (a dozen instructions and a branch fewer per output than the correctly rounded one).
 #[inline(always)]
 pub(crate) fn combine(a: f32, b: f32, magnitude: bool) -> f32 {
     if magnitude {
@@ -56,8 +55,8 @@ unsafe fn separable_wide_pair<const M: usize, const C: usize>(
 ) {
     const { assert!(M >= 1 && M <= 31 && C == 1) };
     let combination: f32 = ConstantMask.tap(pair_combine_tap(M as u64));
-    // The combination chosen once per block: read in the pass, it cost a compare and a branch
-    // per output.
+    // The combination chosen once per block: read in the pass, it would cost a compare and a
+    // branch per output.
     // SAFETY: forwarded contract.
     unsafe {
         if combination == TERMS_MAGNITUDE as f32 {
@@ -87,7 +86,7 @@ unsafe fn walk<const M: usize, const C: usize, const MAGNITUDE: bool>(
         Strip::<STEP_ROWS>::begin::<M, C, f32>(input, p, layout.ring_rows, layout.column_table)
     };
     // The four factors' taps as constant-memory operands: held in registers across the
-    // steps, with two sets of sums, they spilled at two blocks per SM.
+    // steps, with two sets of sums, they would spill at two blocks per SM.
     let taps = |factor: u64| OperandTaps(factor * M as u64);
     let (row_a, row_b, column_a, column_b) = (taps(0), taps(1), taps(2), taps(3));
     let ring_words = layout.ring_rows * SEPARABLE_WIDE_RING_ROW_WORDS;

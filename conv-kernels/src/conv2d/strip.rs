@@ -175,7 +175,7 @@ impl<const K: u64> Strip<K> {
     #[inline(always)]
     fn fold_columns<S: Element<Real = f32>>(self, image: Plane<S>) {
         // The thread index hidden from the optimiser: knowing its range here (from
-        // `Strip::new`), ptxas spilled 4 bytes in the 7 x 7 kernel over 3 channels.
+        // `Strip::new`), ptxas spills registers in the 7 x 7 kernel over 3 channels.
         let mut x = opaque(thread_idx_x() as usize) as u64;
         while x < self.staged_w {
             // Strips inside the image need no fold (nor the fold's division by the channels).
@@ -231,7 +231,7 @@ impl<const K: u64> Strip<K> {
         } else {
             // Border steps fold each staged row once and take each column's folded offset
             // from the table: the strips at the image's sides run every step this way, and a
-            // fold per element made them the kernel's slowest blocks.
+            // fold per element would make them the kernel's slowest blocks.
             let row = |ry| image.row(step_y + ry as i64);
             let value = |row, k: usize| {
                 let x = self.lane + 32 * k as u64;
@@ -380,7 +380,7 @@ impl<const K: u64> Strip<K> {
             return;
         }
         // Inlined whatever the number of kernels sharing an instance of this pass: an
-        // outlined band took its captures through a 440-byte stack frame.
+        // outlined band would take its captures through a stack frame.
         let band = #[inline(always)]
         |band: usize| {
             let first_out = first_out + (R * band) as i64;
@@ -402,7 +402,7 @@ impl<const K: u64> Strip<K> {
             for i in 0..R + M - 1 {
                 // The group's first row, hidden from the optimiser so that its rows' reads
                 // take it plus an immediate offset (folded into the select, every row's
-                // address took a register and two adds).
+                // address would take a register and two adds).
                 let group_row = (i / group * group) as u32 * row_bytes;
                 let base = opaque(if ((i / group) as u32) < wrap_groups {
                     first.wrapping_add(group_row)
@@ -432,7 +432,7 @@ impl<const K: u64> Strip<K> {
                 {
                     // The common case, all the band's rows and 4 elements inside: one
                     // address, advanced by the pitch (the checks and addresses of each row
-                    // took a tenth of a 5 x 5 step's instructions).
+                    // would take a large share of a 5 x 5 step's instructions).
                     let mut at =
                         output.wrapping_add(((self.y0 + first_out as u64) * p.pitch + e) as usize);
                     for row_sums in &sums {

@@ -235,8 +235,8 @@ unsafe fn tiled<
     // their offsets within a slice, folded once (`GHOST`: constant ghosts), and their byte
     // offsets in a buffer (`u32::MAX`: past the tile's end, never staged). Staging through
     // registers loads them a slice ahead, so that their loads overlap the multiply-adds of
-    // the slice before. Both kept in 32 bits: 64-bit addresses took the registers the sums
-    // need.
+    // the slice before. Both kept in 32 bits: 64-bit addresses would take the registers the
+    // sums need.
     let first = Walk::new(tid as u32, THREADS as u32, staged_w as u32);
     let mut offsets = [GHOST; AHEAD];
     let mut targets = [u32::MAX; AHEAD];
@@ -340,7 +340,7 @@ unsafe fn tiled<
             };
             // Where the tile and its halo lie inside a slice of the volume, every offset is
             // one (no ghost cells): each copy is an address and a `cp.async`, where the checks
-            // of the general case took most of a slice's staging instructions.
+            // of the general case take most of a slice's staging instructions.
             match volume.address(base, Some(0)) {
                 Some(start) if by_words => {
                     for (&offset, &target) in offsets.iter().zip(&targets).take(word_slots) {
