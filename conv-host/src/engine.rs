@@ -50,7 +50,8 @@ pub(crate) struct Handoff {
     pub(crate) engine_done: cudarc::driver::CudaEvent,
 }
 
-/// Most lanes an engine opens.
+/// Most lanes an engine opens: more calls submitting at once contend in the driver and lose
+/// more than they overlap (measured: PERFORMANCE.md, N-D host calls and threads).
 pub const MAX_LANES: usize = 8;
 
 /// One lane of an engine: a stream, the kernels' modules loaded for it (each module's

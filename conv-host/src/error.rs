@@ -143,6 +143,16 @@ pub enum ConvError {
         /// What the parameter must be.
         expected: &'static str,
     },
+    /// An axis (`axis`, or one of `axes`) the input does not have, or one named twice.
+    #[error("invalid axis {axis} of an input of {ndim} dimensions: {expected}")]
+    InvalidAxis {
+        /// The axis given (negative ones count from the end).
+        axis: isize,
+        /// The input's number of dimensions.
+        ndim: usize,
+        /// What the axis must be.
+        expected: &'static str,
+    },
     /// An array with a number of dimensions the operation does not take.
     #[error("{array} has {ndim} dimensions: {expected}")]
     InvalidRank {

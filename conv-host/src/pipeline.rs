@@ -18,7 +18,6 @@ use crate::plan::LaunchPlan;
 use crate::registry::KernelId;
 use crate::session::Session;
 use crate::staging::{HostTimes, Slot, SlotBytes};
-use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{
     CudaEvent, CudaSlice, CudaStream, CudaView, CudaViewMut, DevicePtrMut, LaunchConfig,
     PushKernelArg,
@@ -271,7 +270,6 @@ impl Session<'_> {
             }
         };
         times.bands = bands.len();
-        let mut timings = Vec::with_capacity(bands.len());
         let result = (|| {
             for i in 0..bands.len() {
                 let fresh = fresh_rows(bands, i, reuse);
@@ -282,6 +280,7 @@ impl Session<'_> {
                     let waited = Instant::now();
                     self.finish(&slot.stream, || work.describe(done))?;
                     times.wait_ms += ms_since(waited);
+                    self.add_kernel_time(&slot.timing)?;
                     let started = Instant::now();
                     let (upload, download) = (&mut slot.upload, &slot.download);
                     let kept = &download.as_slice::<W::Output>()[..done.output.len() * row_len];
@@ -301,9 +300,11 @@ impl Session<'_> {
                         (slot, Some(previous))
                     }
                 };
+                // A later band copies rows from this one's input only where rows are reused.
+                let feeds_next = reuse && i + 1 < bands.len();
                 let band = (&bands[i], &fresh, rows, constant);
-                let (timing, read) = self.submit(slot, previous, band, row_len, work, in_place)?;
-                timings.push(timing);
+                let read =
+                    self.submit((slot, previous), band, row_len, work, in_place, feeds_next)?;
                 if read.is_some() {
                     slots[(i - 1) % count].input_read = read;
                 }
@@ -314,13 +315,13 @@ impl Session<'_> {
                 let waited = Instant::now();
                 self.finish(&slot.stream, || work.describe(done))?;
                 times.wait_ms += ms_since(waited);
+                self.add_kernel_time(&slot.timing)?;
                 let started = Instant::now();
                 let kept = &slot.download.as_slice::<W::Output>()[..done.output.len() * row_len];
                 unpack(done, kept);
                 times.last_unpack_ms += ms_since(started);
             }
-            // Every band is done: its kernels' events have completed.
-            self.add_kernel_times(&timings)
+            Ok(())
         })();
         if result.is_err() {
             // Nothing may still read or write a slot's buffers when the slots go back (work
@@ -336,7 +337,7 @@ impl Session<'_> {
     /// Enqueues on `slot` the band's input: the rows it shares with the `previous` slot's band
     /// copied from there, the others uploaded (packed in `slot`'s upload buffer, or from a
     /// page-locked input in place) and converted to the kernels' type where the input is
-    /// narrower.
+    /// narrower; where `feeds_next`, an event the next band's copy of shared rows waits for.
     fn enqueue_input<W: BandWork>(
         &self,
         (slot, previous): (&mut Slot, Option<&Slot>),
@@ -344,6 +345,7 @@ impl Session<'_> {
         row_len: usize,
         work: &W,
         in_place: InPlace,
+        feeds_next: bool,
     ) -> Result<()> {
         let stream = slot.stream.clone();
         let input_size = size_of::<W::Input>();
@@ -414,24 +416,26 @@ impl Session<'_> {
                 }
             }
         }
-        slot.input_ready = Some(stream.record_event(None).context(|| work.describe(band))?);
+        slot.input_ready = match feeds_next {
+            true => Some(stream.record_event(None).context(|| work.describe(band))?),
+            false => None,
+        };
         Ok(())
     }
 
     /// Enqueues band `band` on `slot`: its input ([`Session::enqueue_input`]), its kernels
-    /// between two timing events (returned), the output's conversion to its type where
-    /// narrower, and the download of the rows it keeps. Returns the timing events and, where
-    /// the band copied rows from the `previous` slot, an event after that copy, which that
-    /// slot's next upload waits for.
+    /// between the slot's timing events, the output's conversion to its type where narrower,
+    /// and the download of the rows it keeps. Returns, where the band copied rows from the
+    /// `previous` slot, an event after that copy, which that slot's next upload waits for.
     fn submit<W: BandWork>(
         &self,
-        slot: &mut Slot,
-        previous: Option<&Slot>,
+        (slot, previous): (&mut Slot, Option<&Slot>),
         (band, fresh, rows, constant): (&Band, &Fresh, usize, Option<f32>),
         row_len: usize,
         work: &W,
         in_place: InPlace,
-    ) -> Result<((CudaEvent, CudaEvent), Option<CudaEvent>)> {
+        feeds_next: bool,
+    ) -> Result<Option<CudaEvent>> {
         let elements = band.buffer_rows() * row_len;
         let kept = band.halo.0 * row_len..(band.halo.0 + band.output.len()) * row_len;
         let real_bytes = elements * size_of::<<W::Input as Element>::Real>();
@@ -439,7 +443,14 @@ impl Session<'_> {
         // The slot's stream was synchronised since its buffers were last used, so nothing
         // reads or writes them; the copies below are the next users, in stream order.
         let shared = (band, fresh, rows, constant);
-        self.enqueue_input((slot, previous), shared, row_len, work, in_place)?;
+        self.enqueue_input(
+            (slot, previous),
+            shared,
+            row_len,
+            work,
+            in_place,
+            feeds_next,
+        )?;
         let read = match previous {
             Some(_) => Some(
                 slot.stream
@@ -450,16 +461,15 @@ impl Session<'_> {
         };
         let stream = &slot.stream;
         self.poison(stream, &mut slot.output, real_bytes)?;
-        let timing = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let describe = || format!("timing {}", work.describe(band));
-        let start = stream.record_event(timing).context(describe)?;
+        slot.timing.0.record(stream).context(describe)?;
         work.launch(
             self,
             stream,
             (&slot.input.as_view(), &mut slot.output.as_view_mut()),
             band,
         )?;
-        let end = stream.record_event(timing).context(describe)?;
+        slot.timing.1.record(stream).context(describe)?;
         let output_size = size_of::<W::Output>();
         let leaving = match (narrow, slot.scratch.as_mut()) {
             (Some(narrow), Some(scratch)) => {
@@ -489,7 +499,7 @@ impl Session<'_> {
                 )
                 .context(|| format!("downloading {}", work.describe(band)))?,
         }
-        Ok(((start, end), read))
+        Ok(read)
     }
 
     /// Sets the bytes `range` of `buffer` to the `f32` value `value`, in `stream`'s order.

@@ -448,9 +448,13 @@ impl Session<'_> {
     /// the session's lane stream (the mask's upload), without waiting on the host.
     pub(crate) fn order_after_session_stream(&self, slots: &[Slot]) -> Result<()> {
         let describe = || "ordering the pipeline after the mask's upload".to_string();
-        let uploaded = self.lane.stream.record_event(None).context(describe)?;
+        let Some(first) = slots.first() else {
+            return Ok(());
+        };
+        let uploaded = &first.after_lane;
+        uploaded.record(&self.lane.stream).context(describe)?;
         for slot in slots {
-            slot.stream.wait(&uploaded).context(describe)?;
+            slot.stream.wait(uploaded).context(describe)?;
         }
         Ok(())
     }
@@ -482,15 +486,13 @@ impl Session<'_> {
         }
     }
 
-    /// Adds the time between each pair of `timings` (start and end events of finished work) to
-    /// this session's kernel time.
-    pub(crate) fn add_kernel_times(&self, timings: &[(CudaEvent, CudaEvent)]) -> Result<()> {
-        for (start, end) in timings {
-            let ms = start
-                .elapsed_ms(end)
-                .context(|| "reading the kernels' time".into())?;
-            self.add_kernel_ms(ms);
-        }
+    /// Adds the time between `timing`'s events (a finished band's kernels) to this session's
+    /// kernel time.
+    pub(crate) fn add_kernel_time(&self, (start, end): &(CudaEvent, CudaEvent)) -> Result<()> {
+        let ms = start
+            .elapsed_ms(end)
+            .context(|| "reading the kernels' time".into())?;
+        self.add_kernel_ms(ms);
         Ok(())
     }
 

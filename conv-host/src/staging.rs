@@ -6,7 +6,7 @@
 
 use crate::error::{ConvError, DriverContext, Result};
 use crate::pinned::PinnedBuffer;
-use cudarc::driver::sys::CUresult;
+use cudarc::driver::sys::{CUevent_flags, CUresult};
 use cudarc::driver::{CudaContext, CudaEvent, CudaSlice, CudaStream, DriverError};
 use std::sync::Arc;
 
@@ -48,6 +48,11 @@ pub(crate) struct Slot {
     /// Recorded on the next band's stream once it has copied those rows: this slot's next
     /// upload waits for it before overwriting them.
     pub(crate) input_read: Option<CudaEvent>,
+    /// Recorded around the band's kernels (timing events), read once the stream is idle.
+    pub(crate) timing: (CudaEvent, CudaEvent),
+    /// Recorded on the lane's stream after the call's mask upload; the slots' streams wait
+    /// for it before their first band.
+    pub(crate) after_lane: CudaEvent,
     pub(crate) upload: PinnedBuffer,
     pub(crate) download: PinnedBuffer,
     pub(crate) input: CudaSlice<u8>,
@@ -72,6 +77,16 @@ impl Slot {
         } else {
             None
         };
+        // A slot's events are made once and recorded again by every band: making and
+        // destroying events takes a driver lock that calls from many threads contend for.
+        let event = |flags| {
+            context
+                .new_event(flags)
+                .context(|| "creating a pipeline event".into())
+        };
+        let timed = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let timing = (event(timed)?, event(timed)?);
+        let after_lane = event(None)?;
         Ok(Self {
             upload: PinnedBuffer::new(context, bytes.host)?,
             download: PinnedBuffer::new(context, bytes.host)?,
@@ -81,6 +96,8 @@ impl Slot {
             stream,
             input_ready: None,
             input_read: None,
+            timing,
+            after_lane,
         })
     }
 

@@ -196,7 +196,7 @@ impl Bench<'_> {
         let (nd, mask) = (engine.ndimage(), image_mask(&mask));
         let failed = |e: conv_host::ConvError| format!("threads: {e}");
         let ready = std::sync::Barrier::new(threads);
-        let worker = || -> conv_host::Result<(Instant, Instant)> {
+        let worker = || -> conv_host::Result<(Instant, Instant, Vec<[f32; 5]>)> {
             let mut input = engine.alloc_pinned::<f32, _>(image.raw_dim())?;
             input.view_mut().assign(&image);
             let mut output = engine.alloc_pinned::<f32, _>(image.raw_dim())?;
@@ -211,13 +211,21 @@ impl Bench<'_> {
                 call(&input.view(), &mut output)?;
             }
             ready.wait();
+            // Each call's latency beside a recent call's host times (another thread's, maybe).
+            let mut calls = Vec::with_capacity(CALLS);
             let started = Instant::now();
             for _ in 0..CALLS {
+                let call_started = Instant::now();
                 call(&input.view(), &mut output)?;
+                let ms = call_started.elapsed().as_secs_f32() * 1e3;
+                let t = engine.last_host_times().unwrap_or_default();
+                let unpack = t.pack_unpack_ms + t.last_unpack_ms;
+                calls.push([ms, t.setup_ms, t.first_pack_ms, t.wait_ms, unpack]);
             }
-            Ok((started, Instant::now()))
+            Ok((started, Instant::now(), calls))
         };
-        let results: Vec<conv_host::Result<(Instant, Instant)>> = std::thread::scope(|scope| {
+        type Run = conv_host::Result<(Instant, Instant, Vec<[f32; 5]>)>;
+        let results: Vec<Run> = std::thread::scope(|scope| {
             let handles: Vec<_> = (0..threads).map(|_| scope.spawn(worker)).collect();
             handles
                 .into_iter()
@@ -227,8 +235,10 @@ impl Bench<'_> {
         // From the first thread's first timed call to the last thread's last: every thread
         // warmed up before any timed call.
         let (mut first, mut last) = (None::<Instant>, None::<Instant>);
+        let mut calls = Vec::with_capacity(threads * CALLS);
         for result in results {
-            let (start, end) = result.map_err(failed)?;
+            let (start, end, times) = result.map_err(failed)?;
+            calls.extend(times);
             first = Some(first.map_or(start, |f| f.min(start)));
             last = Some(last.map_or(end, |l| l.max(end)));
         }
@@ -245,6 +255,21 @@ impl Bench<'_> {
         println!(
             "{name:34} {rate:>9.0} images/s (floor of one image {floor:.3} ms: {:.0} images/s)",
             1e3 / floor
+        );
+        let median = |k: usize| {
+            let mut v: Vec<f32> = calls.iter().map(|c| c[k]).collect();
+            v.sort_by(f32::total_cmp);
+            v[v.len() / 2]
+        };
+        println!(
+            "{:34} a call {:.3} ms; recent calls' setup {:.3}, pack {:.3}, waiting for the GPU \
+             {:.3}, unpack {:.3} ms (medians)",
+            "",
+            median(0),
+            median(1),
+            median(2),
+            median(3),
+            median(4)
         );
         Ok(format!(
             "{name},{:.4},{floor:.4},{:.3},,,,,,,,,,,",

@@ -63,6 +63,7 @@ pub(crate) fn to_py_error(error: ConvError) -> PyErr {
         }
         ConvError::InvalidParameter { .. }
         | ConvError::InvalidRank { .. }
+        | ConvError::InvalidAxis { .. }
         | ConvError::InvalidOrigin { .. }
         | ConvError::EmptyMask
         | ConvError::ShapeMismatch { .. }

@@ -35,9 +35,9 @@ pub(crate) fn normalize_axis(axis: isize, ndim: usize) -> Result<usize> {
     if (0..ndim as isize).contains(&index) {
         Ok(index as usize)
     } else {
-        Err(ConvError::InvalidParameter {
-            name: "axis",
-            value: axis as f64,
+        Err(ConvError::InvalidAxis {
+            axis,
+            ndim,
             expected: "an axis of the input: -ndim <= axis < ndim",
         })
     }
@@ -64,7 +64,7 @@ impl<T: Clone> PerAxis<T> {
 /// The axes `options.axes` names in an `ndim`-dimensional input, or all of them.
 ///
 /// # Errors
-/// [`ConvError::InvalidParameter`] for an axis out of range or named twice.
+/// [`ConvError::InvalidAxis`] for an axis out of range or named twice.
 pub(crate) fn filtered_axes(ndim: usize, options: &NdOptions) -> Result<Vec<usize>> {
     let Some(axes) = &options.axes else {
         return Ok((0..ndim).collect());
@@ -73,9 +73,9 @@ pub(crate) fn filtered_axes(ndim: usize, options: &NdOptions) -> Result<Vec<usiz
     for &axis in axes {
         let axis = normalize_axis(axis, ndim)?;
         if resolved.contains(&axis) {
-            return Err(ConvError::InvalidParameter {
-                name: "axes",
-                value: axis as f64,
+            return Err(ConvError::InvalidAxis {
+                axis: axis as isize,
+                ndim,
                 expected: "distinct axes",
             });
         }
