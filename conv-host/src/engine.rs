@@ -34,6 +34,8 @@ pub struct Engine {
     lanes: Box<[OnceLock<Lane>]>,
     /// The lane a host call that finds every lane busy waits for next.
     next_lane: AtomicUsize,
+    /// Sessions open now (calls holding a lane).
+    pub(crate) sessions: AtomicUsize,
     memory_limit: AtomicUsize,
     pub(crate) last_kernel_ms: Mutex<Option<f32>>,
     last_host_times: Mutex<Option<HostTimes>>,
@@ -60,6 +62,9 @@ pub(crate) struct Lane {
     pub(crate) stream: Arc<CudaStream>,
     kernels: HashMap<KernelId, OnceLock<LoadedKernel>>,
     staging: Mutex<Staging>,
+    /// A thread of the lane's own for its host copies, started on first use (`None` where
+    /// the system refused it).
+    copier: OnceLock<Option<rayon::ThreadPool>>,
 }
 
 impl Lane {
@@ -72,7 +77,18 @@ impl Lane {
             stream,
             kernels,
             staging: Mutex::new(Staging::default()),
+            copier: OnceLock::new(),
         }
+    }
+
+    /// The lane's copy thread: while every lane runs a call, a call packs and unpacks its
+    /// bands on it, each call on one thread, instead of splitting every call's copies over the
+    /// shared thread pool, whose tasks the calls would then contend for (measured:
+    /// PERFORMANCE.md, N-D host calls and threads).
+    pub(crate) fn copier(&self) -> Option<&rayon::ThreadPool> {
+        self.copier
+            .get_or_init(|| rayon::ThreadPoolBuilder::new().num_threads(1).build().ok())
+            .as_ref()
     }
 
     /// The kernel `kernel` of this lane, its module loaded (and JIT-compiled by the driver, or
@@ -174,6 +190,7 @@ impl Engine {
             context,
             lanes,
             next_lane: AtomicUsize::new(0),
+            sessions: AtomicUsize::new(0),
             memory_limit: AtomicUsize::new(usize::MAX),
             last_kernel_ms: Mutex::new(None),
             last_host_times: Mutex::new(None),
@@ -300,6 +317,11 @@ impl Engine {
         let index = self.next_lane.fetch_add(1, Ordering::Relaxed) % self.lanes.len();
         let lane = self.lane(index)?;
         Ok((lane, lock(&lane.staging)))
+    }
+
+    /// Lanes the engine may open.
+    pub(crate) fn lane_count(&self) -> usize {
+        self.lanes.len()
     }
 
     /// Lanes opened so far: an engine's memory cap is shared among them.

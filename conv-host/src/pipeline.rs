@@ -256,17 +256,30 @@ impl Session<'_> {
     ) -> Result<()> {
         let count = slots.len().max(1);
         let reuse = work.reuses_rows() && count > 1;
+        // Beside a call on every other lane, a call copies on its lane's thread, and leaves its
+        // staging in the caches: they hold the other calls' staging too.
+        let copies = in_place.input.is_none() || in_place.output.is_none();
+        let copier = copies.then(|| self.copier()).flatten();
+        let on_copier = |job: &mut (dyn FnMut() + Send)| match copier {
+            Some(pool) => pool.install(job),
+            None => job(),
+        };
+        let evict = copier.is_none();
         // A page-locked array's band is copied in place: nothing to pack, unpack or evict.
         let mut unpack = |band: &Band, rows: &[W::Output]| {
             if in_place.output.is_none() {
                 unpack(band, rows);
-                cache::evict_small(rows);
+                if evict {
+                    cache::evict_small(rows);
+                }
             }
         };
         let pack = |band: &Band, buffer: &mut [W::Input]| {
             if in_place.input.is_none() {
                 work.pack(band, buffer);
-                cache::evict_small(buffer);
+                if evict {
+                    cache::evict_small(buffer);
+                }
             }
         };
         times.bands = bands.len();
@@ -285,12 +298,14 @@ impl Session<'_> {
                     let (upload, download) = (&mut slot.upload, &slot.download);
                     let kept = &download.as_slice::<W::Output>()[..done.output.len() * row_len];
                     let packed = &mut upload.as_mut_slice::<W::Input>()[..elements];
-                    rayon::join(|| pack(&fresh.rows, packed), || unpack(done, kept));
+                    on_copier(&mut || {
+                        rayon::join(|| pack(&fresh.rows, packed), || unpack(done, kept));
+                    });
                     times.pack_unpack_ms += ms_since(started);
                 } else {
                     let started = Instant::now();
                     let packed = &mut slot.upload.as_mut_slice::<W::Input>()[..elements];
-                    pack(&fresh.rows, packed);
+                    on_copier(&mut || pack(&fresh.rows, packed));
                     times.first_pack_ms += ms_since(started);
                 }
                 let (slot, previous) = match fresh.kept {
@@ -318,7 +333,7 @@ impl Session<'_> {
                 self.add_kernel_time(&slot.timing)?;
                 let started = Instant::now();
                 let kept = &slot.download.as_slice::<W::Output>()[..done.output.len() * row_len];
-                unpack(done, kept);
+                on_copier(&mut || unpack(done, kept));
                 times.last_unpack_ms += ms_since(started);
             }
             Ok(())

@@ -19,6 +19,7 @@ use cudarc::driver::{
     LaunchArgs, LaunchConfig,
 };
 use std::cell::Cell;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 
 /// The device buffers of one operation.
@@ -79,12 +80,21 @@ impl<'e> Session<'e> {
         engine: &'e Engine,
         (lane, staging): (&'e Lane, MutexGuard<'e, Staging>),
     ) -> Self {
+        engine.sessions.fetch_add(1, Ordering::Relaxed);
         Self {
             engine,
             lane,
             staging,
             kernel_ms: Cell::new(None),
         }
+    }
+
+    /// The lane's copy thread where every lane is taken, else `None` (the shared pool, whose
+    /// threads fewer calls share to their gain).
+    pub(crate) fn copier(&self) -> Option<&rayon::ThreadPool> {
+        let lanes = self.engine.lane_count();
+        let busy = lanes > 1 && self.engine.sessions.load(Ordering::Relaxed) >= lanes;
+        busy.then(|| self.lane.copier()).flatten()
     }
 }
 
@@ -96,6 +106,7 @@ impl Drop for Session<'_> {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         *last = self.kernel_ms.get();
+        self.engine.sessions.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
