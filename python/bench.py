@@ -5,7 +5,8 @@
 Device cases time CuPy arrays with CUDA events around each call on the current stream (the
 median of the calls after warm-up); host cases time NumPy arrays in and out with a wall clock.
 Inputs are random (never zeros); each result is checked against cupyx's (or SciPy's) before
-it is timed. The device-to-device copy of the same bytes is the roofline of the same run.
+it is timed. The device-to-device copy of the same bytes is the roofline of the same run; for
+long masks the floor is the device's FMA peak (128 lanes an SM at the reported clock).
 """
 
 from __future__ import annotations
@@ -100,6 +101,27 @@ def main() -> None:
         anchor = device_ms(lambda: f(cx, x), runs if x.size > 4096 else 200)
         copy = device_ms(lambda: cupy.copyto(cupy.empty_like(x), x), runs)
         rows.append(("device", name, ours, "cupyx", anchor, copy))
+
+    # Long masks (FIR filters) along a 2^24 signal: the FMA peak of the device is the floor,
+    # cupyx's direct correlate1d and its FFT overlap-add (oaconvolve, same output) the anchors.
+    from cupyx.scipy import signal as cxs
+
+    props = cupy.cuda.runtime.getDeviceProperties(cupy.cuda.Device().id)
+    fma_per_ms = props["multiProcessorCount"] * 128 * props["clockRate"]
+    signal = cupy.random.default_rng(5).random(1 << 24, dtype=cupy.float32)
+    for taps in [63, 255, 1023, 4095]:
+        w = np.random.default_rng(taps).standard_normal(taps).astype(np.float32)
+        w_cupy = cupy.asarray(w)
+        name = f"correlate1d 2^24 f32 {taps} taps constant"
+        ours_call = lambda: gc.correlate1d(signal, w, mode="constant")  # noqa: E731
+        fft_call = lambda: cxs.oaconvolve(signal, w_cupy[::-1], mode="same")  # noqa: E731
+        check(ours_call(), fft_call(), name, 1e-3)
+        ours = device_ms(ours_call, runs)
+        floor = signal.size * taps / fma_per_ms
+        if taps <= 1023:
+            direct = device_ms(lambda: cx.correlate1d(signal, w_cupy, mode="constant"), runs)
+            rows.append(("device", name, ours, "cupyx correlate1d", direct, floor))
+        rows.append(("device", name, ours, "cupyx oaconvolve", device_ms(fft_call, runs), floor))
 
     # Call overhead: wall-clock microseconds from call to return (the kernels run behind), the
     # whole call and its parts: the Python layer (the native call left out) and the native

@@ -448,17 +448,15 @@ fn register_tiled_kernels_match_the_reference() {
             }
         }
     }
-    let unsupported = NdOptions {
+    // A length without a specialised kernel runs on the any-length one.
+    let any_length = NdOptions {
         kernel: Kernel::RegisterTiled,
         ..zero_border()
     };
     let x = random_vec(&mut rng, 100);
-    assert!(matches!(
-        engine()
-            .ndimage()
-            .correlate1d(&x, &random_vec(&mut rng, 4), 0, &unsupported),
-        Err(ConvError::InvalidLaunch { .. })
-    ));
+    let w = random_vec(&mut rng, 4);
+    let got = gpu1d(x.view(), w.view(), &any_length, false).unwrap();
+    expected1d(x.view(), w.view(), &any_length, false).check(got.view(), "4 taps, named");
     let wrong_tile = NdOptions {
         kernel: Kernel::RegisterTiled,
         tile: Some((128, 1)),
@@ -471,4 +469,101 @@ fn register_tiled_kernels_match_the_reference() {
         Err(ConvError::InvalidLaunch { .. })
     ));
     eprintln!("1d register-tiled: {runs} runs matched the reference (seed {seed})");
+}
+
+/// The any-length register-tiled kernel (`f32`, `f64`): masks of one tap to several chunks
+/// (with and without a partial step), wider than the signal, signals shorter and longer than a
+/// block, every mode, origins, correlation and convolution; `Auto` takes it for long masks on
+/// signals that fill the device.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn any_length_register_kernel_matches_the_reference() {
+    let (mut rng, seed) = rng("1d any-length register-tiled");
+    assert_eq!(
+        plan1d(1 << 24, 255, &zero_border()).kernel,
+        Kernel::RegisterTiled
+    );
+    assert_eq!(
+        plan1d(1 << 24, 8191, &zero_border()).kernel,
+        Kernel::RegisterTiled
+    );
+    let options = NdOptions {
+        kernel: Kernel::RegisterTiled,
+        ..zero_border()
+    };
+    let mut runs = 0;
+    for taps in [1, 2, 17, 33, 64, 255, 1023, 1024, 1025, 2063, 4095, 8191] {
+        let lengths: &[usize] = if taps <= 255 {
+            &[1, 700, 4095, 4096, 4097, 12_293, 100_003]
+        } else {
+            &[1, 700, 4097, 20_011]
+        };
+        for (&len, mode) in lengths.iter().flat_map(|l| all_modes().map(|m| (l, m))) {
+            let convolve = rng.random_bool(0.5);
+            let options = NdOptions {
+                mode: mode.into(),
+                origin: random_origin(&mut rng, taps, convolve).into(),
+                ..options.clone()
+            };
+            let x = random_vec(&mut rng, len);
+            let w = random_vec(&mut rng, taps);
+            let what = format!("{taps} taps, len {len}, {options:?}, convolve {convolve}");
+            let got = gpu1d(x.view(), w.view(), &options, convolve)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let expected = expected1d(x.view(), w.view(), &options, convolve);
+            expected.check(got.view(), &what);
+            let (x64, w64) = (x.mapv(f64::from), w.mapv(f64::from));
+            let nd = engine().ndimage();
+            let got64 = if convolve {
+                nd.convolve1d(&x64, &w64, 0, &options)
+            } else {
+                nd.correlate1d(&x64, &w64, 0, &options)
+            }
+            .unwrap_or_else(|e| panic!("f64, {what}: {e}"));
+            let reference = if convolve {
+                conv_host::reference::convolve1d(&x64, &w64, 0, &options)
+            } else {
+                correlate1d(&x64, &w64, 0, &options)
+            }
+            .unwrap();
+            for (i, (&g, &r)) in got64.iter().zip(&reference).enumerate() {
+                let bound = 1e-12 * (taps as f64) * expected.magnitude()[i] + f64::MIN_POSITIVE;
+                assert!(
+                    (g - r).abs() <= bound,
+                    "f64, {what}: element {i} is {g}, not {r}"
+                );
+            }
+            runs += 2;
+        }
+    }
+    eprintln!("1d any-length register-tiled: {runs} runs matched the reference (seed {seed})");
+}
+
+/// An infinity in the signal reaches only the outputs whose window holds it: the any-length
+/// kernel's partial last step skips the taps past the mask rather than multiplying by zero.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn any_length_kernel_keeps_infinities_in_their_reach() {
+    let (mut rng, _) = rng("1d any-length infinity");
+    let options = NdOptions {
+        kernel: Kernel::RegisterTiled,
+        ..zero_border()
+    };
+    for taps in [33, 1025] {
+        let mut x = random_vec(&mut rng, 3 * 4096 + 77);
+        let w = random_vec(&mut rng, taps);
+        let at = 4096 + 1000;
+        x[at] = f32::INFINITY;
+        let got = gpu1d(x.view(), w.view(), &options, false).unwrap();
+        let left = taps / 2;
+        for (i, &value) in got.iter().enumerate() {
+            // Output `i` reads inputs `i - left ..= i - left + taps - 1`.
+            let reaches = i + taps > at + left && i <= at + left;
+            assert_eq!(
+                value.is_finite(),
+                !reaches,
+                "{taps} taps, element {i} is {value}"
+            );
+        }
+    }
 }

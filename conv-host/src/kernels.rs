@@ -89,17 +89,6 @@ pub(crate) fn specialised(
     compiled(KernelId::new(family, shape(size), channels, storage))
 }
 
-/// The sizes `family`'s kernels over `f32` are compiled for, in order, for messages.
-pub(crate) fn sizes(family: Family) -> Vec<u32> {
-    let mut sizes: Vec<u32> = entries()
-        .iter()
-        .filter(|entry| entry.id.family() == family && entry.id.storage() == Storage::F32)
-        .filter_map(|entry| entry.id.shape().size())
-        .collect();
-    sizes.dedup();
-    sizes
-}
-
 impl KernelId {
     /// The kernel's PTX entry point (`"not compiled"` for a kernel the PTX lacks, which no plan
     /// holds).

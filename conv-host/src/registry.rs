@@ -89,7 +89,7 @@ pub enum Family {
     Conv1d(Textbook),
     /// The textbook 2D designs.
     Conv2d(Textbook),
-    /// Register-tiled 1D, by mask length.
+    /// Register-tiled 1D, by mask length, and for any length (`Shape::Any`).
     Conv1dRegisterTiled,
     /// The general fused separable 2D kernel (any rank-1 mask).
     Conv2dSeparable,
@@ -270,6 +270,8 @@ impl KernelId {
         let size = self.shape.size().unwrap_or(0);
         let blocks = match self.family {
             F::SmCopy | F::DiagnosticTrap | F::Widen | F::Narrow => None,
+            // Any length: 128 registers hold the sums and windows of 16 `f32` or 8 `f64`.
+            F::Conv1dRegisterTiled if self.shape == Shape::Any => Some(2),
             F::Conv1d(_) | F::Conv2d(_) | F::Conv1dRegisterTiled => None,
             // Three fit 72 registers without spilling.
             F::Conv2dSeparable => Some(3),
@@ -303,13 +305,10 @@ impl KernelId {
             F::Conv3dTiled | F::Conv3dTiledAsync => Some(2),
         };
         let threads = match self.family {
-            F::SmCopy
-            | F::DiagnosticTrap
-            | F::Widen
-            | F::Narrow
-            | F::Conv1d(_)
-            | F::Conv2d(_)
-            | F::Conv1dRegisterTiled => 1024,
+            F::SmCopy | F::DiagnosticTrap | F::Widen | F::Narrow | F::Conv1d(_) | F::Conv2d(_) => {
+                1024
+            }
+            F::Conv1dRegisterTiled if self.shape != Shape::Any => 1024,
             _ => 256,
         };
         LaunchBounds {
@@ -380,6 +379,9 @@ pub fn compiled() -> Vec<KernelId> {
     all.push(KernelId::plain(F::Conv2dSeparable));
     for taps in register_1d_sizes!(size_array!()) {
         all.push(id(F::Conv1dRegisterTiled, Taps(taps), None, F32));
+    }
+    for storage in [F32, F64] {
+        all.push(id(F::Conv1dRegisterTiled, Any, None, storage));
     }
     for size in separable_sizes!(size_array!()) {
         for channels in CHANNELS {

@@ -82,6 +82,47 @@ pub const fn register_shared_words_1d(mask_len: u64) -> u64 {
     register_word_1d(span.next_multiple_of(8), mask_len) + 4
 }
 
+/// Threads per block of the register-tiled 1D kernel for masks of any length
+/// (`conv1d_register_tiled`, `conv1d_register_tiled_f64`).
+pub const LONG_THREADS_1D: u32 = 256;
+/// Taps a block of that kernel stages in shared memory at once (a multiple of every
+/// [`long_outputs_1d`]); longer masks run in several chunks, each restaging its input span.
+pub const LONG_CHUNK_1D: u64 = 1024;
+
+/// Consecutive outputs each thread of the any-length register-tiled 1D kernel keeps in
+/// registers, for elements of `bytes` bytes: 64 bytes of sums (16 `f32`, 8 `f64`), which with
+/// the two windows of as many inputs fit the 128 registers two blocks per SM leave.
+pub const fn long_outputs_1d(bytes: u64) -> u64 {
+    64 / bytes
+}
+
+/// Shared-memory element of element `k` of the span an any-length register-tiled 1D block
+/// stages, `per_thread` outputs a thread: one padding element after every `per_thread`, so the
+/// windows of the threads of a warp (`per_thread` elements apart unpadded) start an odd number
+/// of elements apart, each on its own bank.
+pub const fn long_word_1d(k: u64, per_thread: u64) -> u64 {
+    k + k / per_thread
+}
+
+/// Taps of the first chunk of a mask of `mask_len` taps, rounded up to whole steps of
+/// `per_thread` taps.
+pub const fn long_chunk_1d(mask_len: u64, per_thread: u64) -> u64 {
+    let taps = if mask_len < LONG_CHUNK_1D {
+        mask_len
+    } else {
+        LONG_CHUNK_1D
+    };
+    taps.next_multiple_of(per_thread)
+}
+
+/// Shared memory of an any-length register-tiled 1D block, in elements: the padded span (tile,
+/// chunk) and after it the chunk's taps, which start at element
+/// `long_word_1d(tile + chunk, per_thread)`.
+pub const fn long_shared_elements_1d(mask_len: u64, per_thread: u64) -> u64 {
+    let chunk = long_chunk_1d(mask_len, per_thread);
+    long_word_1d(LONG_THREADS_1D as u64 * per_thread + chunk, per_thread) + chunk
+}
+
 /// Channel counts with a specialised 2D kernel (streaming, wide register-tiled and wide
 /// separable designs).
 pub const REGISTER_CHANNELS: [u32; 3] = [1, 3, 4];

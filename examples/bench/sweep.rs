@@ -57,6 +57,34 @@ impl Bench<'_> {
             }
             eprintln!("1d n = 2^{log2} done");
         }
+        self.bench_long_1d()
+    }
+
+    /// Measures long masks (FIR filters) over a signal of 2^24 elements on the register-tiled
+    /// design (its any-length kernel) and the tiled textbook design, against the FMA peak.
+    fn bench_long_1d(&mut self) -> Result<(), String> {
+        let masks: &[usize] = match self.plan.scope {
+            Scope::Targets => &[63, 255, 1023, 4095],
+            Scope::Quick => &[255],
+            Scope::Full => &[63, 255, 1023, 4095, 8191],
+        };
+        let log2 = 24;
+        let input = Array1::from(random_vec(&mut self.rng, 1 << log2));
+        for &taps in masks {
+            let mask = Array1::from(random_vec(&mut self.rng, taps));
+            for kernel in [Kernel::RegisterTiled, Kernel::Tiled] {
+                let case = Case1d {
+                    input: &input,
+                    mask: &mask,
+                    log2,
+                    options: zero_border(kernel, None),
+                    cpu_ms: None,
+                };
+                let row = case.measure(self)?;
+                self.rows.push(row);
+            }
+        }
+        eprintln!("1d long masks done");
         Ok(())
     }
 

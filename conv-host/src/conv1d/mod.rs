@@ -16,6 +16,7 @@ use crate::layout::row_major;
 use crate::mask::anchor;
 use crate::options::{BoundaryMode, Clamp, Kernel};
 use crate::plan::{Launch, LaunchPlan, for_each_grid};
+use crate::registry::Storage;
 use crate::session::Session;
 use cudarc::driver::{
     CudaSlice, CudaStream, CudaView, CudaViewMut, DeviceRepr, LaunchConfig, PushKernelArg,
@@ -61,14 +62,14 @@ pub(crate) fn orient<R: Real>(mask: &[R], origin: isize, flip: bool) -> Result<T
     Ok(Taps { values, left })
 }
 
-/// Chooses the design and entry point for a signal of `len` elements and checks the tile
-/// against the device: the register-tiled kernel for the compiled mask lengths where the signal
-/// fills the device, else a textbook design.
+/// Chooses the design and entry point for a signal of `len` elements of `storage` (`f32` or
+/// `f64`) and checks the tile against the device: a register-tiled kernel where `Auto` prefers
+/// one ([`register_tiled::auto_prefers`]), else a textbook design.
 fn plan(
     device: &DeviceInfo,
     (len, mask_len): (usize, usize),
-    kernel: Kernel,
-    tile: Option<u32>,
+    (kernel, tile): (Kernel, Option<u32>),
+    storage: Storage,
 ) -> Result<LaunchPlan> {
     if matches!(
         kernel,
@@ -80,11 +81,16 @@ fn plan(
         });
     }
     if kernel == Kernel::RegisterTiled
-        || (kernel == Kernel::Auto && register_tiled::auto_prefers(device, (len, mask_len)))
+        || (kernel == Kernel::Auto
+            && register_tiled::auto_prefers(device, (len, mask_len), storage))
     {
-        return register_tiled::plan(device, mask_len, tile);
+        return register_tiled::plan(device, mask_len, tile, storage);
     }
-    textbook::plan(device, mask_len, kernel, tile)
+    if storage == Storage::F64 {
+        textbook::plan_f64(device, mask_len, kernel, tile)
+    } else {
+        textbook::plan(device, mask_len, kernel, tile)
+    }
 }
 
 impl Engine {
@@ -129,18 +135,25 @@ impl Engine {
     }
 
     /// The plan of a mask of `mask_len` taps of the real type `R` on a signal of `len`
-    /// elements: every design for `f32`, the textbook designs for `f64`.
+    /// elements: every design for `f32`; the textbook designs and the any-length register-tiled
+    /// kernel for `f64`.
     pub(crate) fn plan_signal<R: Real>(
         &self,
         len: usize,
         mask_len: usize,
         options: &Conv1dOptions,
     ) -> Result<LaunchPlan> {
-        if R::NAME == f64::NAME {
-            textbook::plan_f64(self.device(), mask_len, options.kernel, options.tile)
+        let storage = if R::NAME == f64::NAME {
+            Storage::F64
         } else {
-            plan(self.device(), (len, mask_len), options.kernel, options.tile)
-        }
+            Storage::F32
+        };
+        plan(
+            self.device(),
+            (len, mask_len),
+            (options.kernel, options.tile),
+            storage,
+        )
     }
 
     /// Filters the elements `part` of a host signal into `output`, a view of those elements

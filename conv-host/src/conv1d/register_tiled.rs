@@ -1,66 +1,109 @@
-//! The register-tiled design in 1D: 4 or 8 outputs per thread, specialised per mask length.
-//! Kernels: `conv-kernels/src/conv1d/register_tiled.rs`.
+//! The register-tiled design in 1D: 4 or 8 outputs per thread specialised per mask length, and
+//! 16 (`f32`) or 8 (`f64`) for masks of any length. Kernels:
+//! `conv-kernels/src/conv1d/register_tiled.rs` and `register_tiled_any.rs`.
 
-use crate::abi::{REGISTER_THREADS_1D, register_outputs_1d, register_shared_words_1d};
+use crate::abi::{
+    LONG_THREADS_1D, REGISTER_THREADS_1D, long_outputs_1d, long_shared_elements_1d,
+    register_outputs_1d, register_shared_words_1d,
+};
 use crate::device::DeviceInfo;
 use crate::error::{ConvError, Result};
-use crate::kernels::{sizes, specialised};
+use crate::kernels::specialised;
 use crate::options::Kernel;
 use crate::plan::{LaunchPlan, check_block};
 use crate::registry::{Family, KernelId, Shape, Storage};
 
-/// The register-tiled 1D kernel for `mask_len` taps, if one is compiled.
-fn register_kernel(mask_len: usize) -> Option<KernelId> {
-    specialised(
+/// Masks from this many taps on run on the any-length kernel under `Auto` where no specialised
+/// kernel is compiled; shorter ones on the textbook designs (measured: PERFORMANCE.md, How Auto
+/// decides, 1D rule 3).
+const ANY_LENGTH_FROM_TAPS: usize = 32;
+
+/// The register-tiled 1D kernel that runs `mask_len` taps of `storage`: the one specialised on
+/// that length where compiled (`f32` only), else the any-length kernel.
+fn register_kernel(mask_len: usize, storage: Storage) -> KernelId {
+    let fixed = (storage == Storage::F32)
+        .then(|| {
+            specialised(
+                Family::Conv1dRegisterTiled,
+                Shape::Taps,
+                mask_len,
+                None,
+                storage,
+            )
+        })
+        .flatten();
+    fixed.unwrap_or(KernelId::new(
         Family::Conv1dRegisterTiled,
-        Shape::Taps,
-        mask_len,
+        Shape::Any,
         None,
-        Storage::F32,
-    )
+        storage,
+    ))
 }
 
-/// Outputs per block of the register-tiled kernel for `mask_len` taps.
-fn outputs_per_block(mask_len: usize) -> usize {
-    REGISTER_THREADS_1D as usize * register_outputs_1d(mask_len as u64) as usize
+/// Element size of `storage`, one of the kernels' real types.
+fn element_bytes(storage: Storage) -> u64 {
+    if storage == Storage::F64 { 8 } else { 4 }
 }
 
-/// Whether `Auto` runs a signal of `len` elements with a mask of `mask_len` taps on the
-/// register-tiled kernel: where one is compiled for that length and the signal fills the device
-/// ([`register_fills_device`]).
-pub(super) fn auto_prefers(device: &DeviceInfo, (len, mask_len): (usize, usize)) -> bool {
-    register_kernel(mask_len).is_some()
+/// Outputs per block and shared memory in bytes of `entry` for `mask_len` taps.
+fn block_shape(entry: KernelId, mask_len: usize) -> (usize, u64) {
+    let taps = mask_len as u64;
+    if entry.shape() == Shape::Any {
+        let bytes = element_bytes(entry.storage());
+        let per_thread = long_outputs_1d(bytes);
+        let outputs = LONG_THREADS_1D as usize * per_thread as usize;
+        (outputs, long_shared_elements_1d(taps, per_thread) * bytes)
+    } else {
+        let outputs = REGISTER_THREADS_1D as usize * register_outputs_1d(taps) as usize;
+        (outputs, register_shared_words_1d(taps) * 4)
+    }
+}
+
+/// Whether `Auto` runs a signal of `len` elements with a mask of `mask_len` taps of `storage` on
+/// a register-tiled kernel: where one is specialised on that length, or the mask is long
+/// ([`ANY_LENGTH_FROM_TAPS`]), and the signal fills the device ([`register_fills_device`]).
+pub(super) fn auto_prefers(
+    device: &DeviceInfo,
+    (len, mask_len): (usize, usize),
+    storage: Storage,
+) -> bool {
+    let entry = register_kernel(mask_len, storage);
+    (entry.shape() != Shape::Any || mask_len >= ANY_LENGTH_FROM_TAPS)
         && register_fills_device(
             len,
-            outputs_per_block(mask_len),
+            block_shape(entry, mask_len).0,
             device.multiprocessor_count,
         )
 }
 
-/// Plans the register-tiled kernel for `mask_len` taps, or explains why it does not apply.
-pub(super) fn plan(device: &DeviceInfo, mask_len: usize, tile: Option<u32>) -> Result<LaunchPlan> {
-    let invalid = ConvError::invalid_launch("conv1d_register_tiled");
-    let entry = register_kernel(mask_len).ok_or_else(|| {
-        let lengths = sizes(Family::Conv1dRegisterTiled);
-        invalid(format!(
-            "no register-tiled 1D kernel for {mask_len} taps (compiled for {lengths:?})"
-        ))
-    })?;
-    if tile.is_some_and(|t| t != REGISTER_THREADS_1D) {
-        return Err(invalid(format!(
-            "the register-tiled kernels use {REGISTER_THREADS_1D} threads per block"
+/// Plans the register-tiled kernel for `mask_len` taps of `storage`, or explains why it does
+/// not apply.
+pub(super) fn plan(
+    device: &DeviceInfo,
+    mask_len: usize,
+    tile: Option<u32>,
+    storage: Storage,
+) -> Result<LaunchPlan> {
+    let entry = register_kernel(mask_len, storage);
+    let threads = if entry.shape() == Shape::Any {
+        LONG_THREADS_1D
+    } else {
+        REGISTER_THREADS_1D
+    };
+    if tile.is_some_and(|t| t != threads) {
+        return Err(ConvError::invalid_launch("conv1d_register_tiled")(format!(
+            "the register-tiled kernels use {threads} threads per block"
         )));
     }
-    let output_tile = outputs_per_block(mask_len) as u32;
-    let shared_floats = register_shared_words_1d(mask_len as u64);
-    check_block(device, entry, (REGISTER_THREADS_1D, 1), shared_floats * 4)?;
+    let (outputs, shared_bytes) = block_shape(entry, mask_len);
+    check_block(device, entry, (threads, 1), shared_bytes)?;
     Ok(LaunchPlan {
         kernel: Kernel::RegisterTiled,
         entry,
-        block: (REGISTER_THREADS_1D, 1),
-        output_tile: (output_tile, 1),
-        shared_memory_bytes: shared_floats as u32 * 4,
-        mask_in_constant_memory: true,
+        block: (threads, 1),
+        output_tile: (outputs as u32, 1),
+        shared_memory_bytes: shared_bytes as u32,
+        mask_in_constant_memory: entry.shape() != Shape::Any,
     })
 }
 

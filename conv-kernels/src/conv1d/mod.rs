@@ -3,7 +3,8 @@
 //! - [`textbook`]: the four designs of the textbook chapter ("Parallel Patterns: Convolution")
 //!   and the tutorial: basic, constant mask, tiled with halo cells in shared memory, tiled with
 //!   halo cells through L2;
-//! - [`register_tiled`]: several outputs per thread in registers, specialised per mask length.
+//! - [`register_tiled`]: several outputs per thread in registers, specialised per mask length;
+//! - [`register_tiled_any`]: the same for masks of any length, read at run time in chunks.
 //!
 //! Every kernel computes `out[i] = clamp(sum_j mask[j] * ext(i + j - left))` for one launch's
 //! blocks, `ext` being the input extended by the boundary mode ([`Line::at`]).
@@ -15,6 +16,7 @@ use crate::element::Real;
 use crate::gpu::{block_dim_x, block_idx_x};
 
 pub mod register_tiled;
+pub mod register_tiled_any;
 pub mod textbook;
 
 /// First output index of this thread's block.
