@@ -60,13 +60,14 @@ impl Bench<'_> {
         self.bench_long_1d()
     }
 
-    /// Measures long masks (FIR filters) over a signal of 2^24 elements on the register-tiled
-    /// design (its any-length kernel) and the tiled textbook design, against the FMA peak.
+    /// Measures masks without a specialised kernel, up to long FIR filters, over a signal of
+    /// 2^24 elements on the register-tiled design (its any-length kernel) and the tiled
+    /// textbook design, against the FMA peak: where `Auto` changes from one to the other.
     fn bench_long_1d(&mut self) -> Result<(), String> {
         let masks: &[usize] = match self.plan.scope {
-            Scope::Targets => &[63, 255, 1023, 4095],
+            Scope::Targets => &[17, 25, 63, 255, 1023, 4095],
             Scope::Quick => &[255],
-            Scope::Full => &[63, 255, 1023, 4095, 8191],
+            Scope::Full => &[11, 17, 25, 63, 255, 1023, 4095, 8191],
         };
         let log2 = 24;
         let input = Array1::from(random_vec(&mut self.rng, 1 << log2));
