@@ -226,10 +226,20 @@ fn register_tiled_kernels_match_the_reference() {
             .kernel,
         Kernel::RegisterTiled
     );
-    // A 1D signal with a mask length no 1D register-tiled kernel was compiled for.
+    // A 1D signal with a mask length no specialised 1D kernel was compiled for runs on the
+    // any-length one, which takes 256 threads a block and no other tile.
     let signal = ndarray::Array1::<f32>::ones(10);
+    let ones = gpu1d(signal.view(), signal.view(), &odd, false).unwrap();
+    assert_eq!(
+        ones,
+        ndarray::array![5., 6., 7., 8., 9., 10., 9., 8., 7., 6.]
+    );
+    let odd_tile = NdOptions {
+        tile: Some((128, 1)),
+        ..odd.clone()
+    };
     assert!(matches!(
-        gpu1d(signal.view(), signal.view(), &odd, false),
+        gpu1d(signal.view(), signal.view(), &odd_tile, false),
         Err(ConvError::InvalidLaunch { .. })
     ));
     // The 3 x 3 and 5 x 5 streaming kernels walk steps of 16 rows on GPUs whose memory is fast

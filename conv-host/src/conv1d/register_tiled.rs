@@ -16,7 +16,7 @@ use crate::registry::{Family, KernelId, Shape, Storage};
 /// Masks from this many taps on run on the any-length kernel under `Auto` where no specialised
 /// kernel is compiled; shorter ones on the textbook designs (measured: PERFORMANCE.md, How Auto
 /// decides, 1D rule 3).
-const ANY_LENGTH_FROM_TAPS: usize = 32;
+const ANY_LENGTH_FROM_TAPS: usize = 17;
 
 /// The register-tiled 1D kernel that runs `mask_len` taps of `storage`: the one specialised on
 /// that length where compiled (`f32` only), else the any-length kernel.
